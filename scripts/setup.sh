@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Idempotent, cached set-up for development, tests and CI.
+# - Debian packages the tests need (chromium for browser tests, ripgrep for opencode).
+# - A virtual environment at .venv with requirements-dev.txt, reinstalled only when
+#   the requirement files change (hash stamp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv}
+PY=${PYTHON:-python3}
+
+need_apt=()
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
+command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: apt-get install ${need_apt[*]}"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "setup: warning: cannot install ${need_apt[*]} (need root + apt-get); browser tests will be skipped" >&2
+  fi
+fi
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+stamp="$VENV/.requirements.sha256"
+want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "setup: pip install -r requirements-dev.txt"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  echo "$want" > "$stamp"
+fi
