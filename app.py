@@ -1,0 +1,16 @@
+"""Hugging Face Space entry point: `python app.py` serves Rollout Inspector on its bundled sample."""
+import os
+
+# Offline by default: no analytics or telemetry; set before gradio builds any Blocks.
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+from viewer.config import Settings  # noqa: E402
+from viewer.ui import create_app, launch_kwargs  # noqa: E402
+
+settings = Settings.from_env()
+demo = create_app(settings)
+LAUNCH_KWARGS = launch_kwargs(settings)
+
+if __name__ == "__main__":
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), **LAUNCH_KWARGS)

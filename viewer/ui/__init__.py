@@ -1,0 +1,87 @@
+"""The Gradio app: the only package that imports gradio.
+
+``create_app()`` assembles the screens; ``LAUNCH_KWARGS`` holds what Gradio 6 wants at
+launch time (theme, css, js, limits) so app.py and the tests launch identically.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import gradio as gr
+
+from ..config import Settings
+from . import browse
+from .store import RolloutStore
+
+__all__ = ["create_app", "launch_kwargs"]
+
+ASSETS = Path(__file__).parent / "assets"
+
+# Clicking a point of the logprob plot selects that token in the token view. Plotly
+# divs are re-created on every update, so attach the listener whenever one appears.
+GLOBAL_JS = r"""
+() => {
+  const hook = () => {
+    document.querySelectorAll('#logprob-plot .js-plotly-plot').forEach(p => {
+      if (p.__riHooked || typeof p.on !== 'function') return;
+      p.__riHooked = true;
+      p.on('plotly_click', d => {
+        const pt = d && d.points && d.points[0];
+        if (!pt || pt.customdata === undefined) return;
+        const pos = Array.isArray(pt.customdata) ? pt.customdata[0] : pt.customdata;
+        window.dispatchEvent(new CustomEvent('ri-select-token', {detail: {output: Number(pos)}}));
+      });
+    });
+  };
+  new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
+  hook();
+}
+"""
+
+TITLE_MD = ("<div id='ri-title'><h1>🔍 Rollout Inspector</h1><p>Coding-agent RL rollouts token by token, the way the "
+            "trainer sees them: loss mask, logprobs, and where re-tokenisation drifts from the sampled ids.</p></div>")
+
+
+def launch_kwargs(settings: Settings | None = None) -> dict:
+    settings = settings or Settings.from_env()
+    return dict(
+        theme=gr.themes.Soft(primary_hue="indigo", neutral_hue="slate"),
+        css=(ASSETS / "app.css").read_text(),
+        js=GLOBAL_JS,
+        max_file_size=f"{settings.max_upload_mb}mb",
+        footer_links=[],
+        run_history=False,
+    )
+
+
+def _parse_range(text: str | None) -> tuple[int, int] | None:
+    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", text or "")
+    if not m:
+        return None
+    a = int(m.group(1))
+    b = int(m.group(2)) if m.group(2) else a
+    return (min(a, b), max(a, b))
+
+
+def create_app(settings: Settings | None = None) -> gr.Blocks:
+    settings = settings or Settings.from_env()
+    store = RolloutStore(settings)
+    with gr.Blocks(title="Rollout Inspector", analytics_enabled=False) as demo:
+        gr.HTML(TITLE_MD)
+        b = browse.build(settings, store)
+
+        def on_load(request: gr.Request):
+            q = dict(request.query_params) if request is not None else {}
+            spec = q.get("source") or ""
+            index = int(q["turn"]) if str(q.get("turn", "")).isdigit() else None
+            focus = _parse_range(q.get("tok"))
+            mode = q.get("mode", "mask")
+            if not spec:
+                spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
+                    else settings.sample
+            return b.open_fn(spec, index, focus, mode)
+
+        demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden")
+    demo.queue(default_concurrency_limit=4)
+    return demo

@@ -1,0 +1,242 @@
+"""The browse screen: open a source, pick a turn, see its tokens, plots, conversation, task.
+
+Handlers are thin: they turn UI inputs into calls on viewer.views / render / plots and
+put the results into components. Errors become a visible notice; the app keeps working.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from .. import plots, render
+from ..config import SAMPLE_DIR, Settings
+from ..sources import SourceError
+from ..sources.upload import intake_upload, resolve_user_path
+from ..views import TURN_COLUMNS, turn_table, turn_view
+from .store import Opened, RolloutStore
+
+ASSETS = Path(__file__).parent / "assets"
+TOKEN_VIEW_JS = (ASSETS / "token_view.js").read_text()
+TOKEN_VIEW_TEMPLATE = ("<div class='ri-tv'><div class='ri-tv-bar'></div><div class='ri-tv-body' tabindex='0'></div>"
+                       "<div class='ri-tip' hidden></div><div class='ri-tv-detail'></div></div>")
+
+
+def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
+    if not sample_dir.is_dir():
+        return []
+    return sorted(p.name for p in sample_dir.iterdir()
+                  if p.is_dir() and ((p / "trace.json").exists() or (p / "turns.json").exists()))
+
+
+@dataclass
+class Browse:
+    """Components other screens (drift, capture) need to drive the browser."""
+
+    key: gr.State
+    turn: gr.State
+    outputs: list[gr.components.Component]
+    open_fn: Any
+
+
+def _default_turn(op: Opened) -> int | None:
+    turns = op.rollout.turns
+    for pick in (lambda t: t.kind == "agent" and t.trained, lambda t: t.kind == "agent", lambda t: True):
+        for t in turns:
+            if pick(t):
+                return t.index
+    return None
+
+
+def build(settings: Settings, store: RolloutStore) -> Browse:
+    samples = list_samples()
+    default_sample = Path(settings.sample).name if Path(settings.sample).name in samples else (samples[0] if samples else None)
+
+    key = gr.State(None)
+    turn = gr.State(None)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=4):
+            header = gr.HTML(render.notice_html("Open a rollout: pick a sample, type a path, or upload files."),
+                             elem_id="rollout-header")
+            status = gr.HTML("", elem_id="status")
+        with gr.Column(scale=2, min_width=320):
+            with gr.Accordion("Open a rollout", open=False, elem_id="open-panel"):
+                sample = gr.Dropdown(samples, value=default_sample, label="Bundled sample", elem_id="sample-picker")
+                with gr.Row():
+                    path = gr.Textbox(label=f"Path inside {settings.data_root}", placeholder="capture folder or trace.json",
+                                      elem_id="path-box", scale=4)
+                    load_btn = gr.Button("Load", elem_id="load-path", scale=1, min_width=60)
+                upload = gr.File(label="Upload capture files or a .zip", file_count="multiple",
+                                 file_types=[".json", ".jsonl", ".txt", ".zip"], elem_id="upload")
+                with gr.Row():
+                    tok_box = gr.Textbox(label="Tokenizer override", placeholder="qwen3, a folder, or a Hub name (online)",
+                                         elem_id="tokenizer-box", scale=4)
+                    tok_btn = gr.Button("Apply", scale=1, min_width=60)
+
+    with gr.Tabs(elem_id="main-tabs"):
+        with gr.Tab("Tokens", id="tokens"):
+            with gr.Row(equal_height=False):
+                with gr.Column(scale=2, min_width=340):
+                    with gr.Row():
+                        trained_only = gr.Checkbox(label="trained only", value=False, elem_id="f-trained", min_width=80)
+                        low_only = gr.Checkbox(label=f"low logprob (< {settings.low_logprob})", value=False,
+                                               elem_id="f-low", min_width=80)
+                    tool_f = gr.Dropdown(["(any)"], value="(any)", label="tool called", elem_id="f-tool")
+                    table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
+                                         max_height=560, wrap=False)
+                    with gr.Row():
+                        prev_btn = gr.Button("◀ prev", size="sm", elem_id="prev-turn")
+                        turn_no = gr.Number(label="turn", precision=0, elem_id="turn-number", min_width=60)
+                        next_btn = gr.Button("next ▶", size="sm", elem_id="next-turn")
+                with gr.Column(scale=5):
+                    view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
+                                   elem_id="token-view", apply_default_css=False)
+                    lp_plot = gr.Plot(elem_id="logprob-plot", show_label=False)
+            with gr.Row():
+                turns_plot = gr.Plot(elem_id="turns-plot", show_label=False)
+                hist_plot = gr.Plot(elem_id="histogram-plot", show_label=False)
+        with gr.Tab("Conversation", id="conversation-tab"):
+            convo = gr.HTML("", elem_id="conversation")
+        with gr.Tab("Task & reward", id="task-tab"):
+            task = gr.HTML("", elem_id="task")
+        with gr.Tab("Problems", id="problems-tab"):
+            problems = gr.HTML("", elem_id="problems")
+
+    turn_outputs = [turn, turn_no, view, lp_plot, convo]
+    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems] + turn_outputs
+
+    def turn_values(op: Opened, index: int | None, focus=None, mode: str = "mask") -> list:
+        if index is None:
+            return [None, None, "", None, render.notice_html("This rollout has no turns.")]
+        tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
+        payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob,
+                                            context_tail=settings.context_tail, focus=focus, mode=mode,
+                                            page_tokens=settings.page_tokens, note=tv.note)
+        fig = plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
+                                   low=settings.low_logprob, offset=tv.tokens.prompt_len)
+        return [index, index, payload, fig, render.conversation_html(tv.turn)]
+
+    def open_values(op: Opened, index: int | None = None, focus=None, mode: str = "mask", note: str = "") -> list:
+        r = op.rollout
+        idx = index if index is not None and any(t.index == index for t in r.turns) else _default_turn(op)
+        tools = sorted({n for t in r.turns for n in t.tool_names})
+        status_html = render.notice_html(note) if note else ""
+        return [op.key, render.rollout_header(r, op.choice.message), status_html, turn_table(r, low=settings.low_logprob),
+                gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
+                plots.turns_figure(r), plots.histogram_figure(r, low=settings.low_logprob),
+                render.task_html(r), render.problems_html(r.problems)] + turn_values(op, idx, focus, mode)
+
+    def failure(message: str) -> list:
+        # Keep whatever was open: only the status line changes.
+        return [gr.skip()] * 2 + [render.notice_html(message, "error")] + [gr.skip()] * (len(outputs) - 3)
+
+    def open_path(p: Path, override: str = "", index=None, focus=None, mode="mask", note="") -> list:
+        try:
+            op = store.open(p, override or "")
+        except SourceError as e:
+            return failure(str(e))
+        except Exception as e:  # never let a reader bug take the app down
+            return failure(f"Could not open {p.name}: {type(e).__name__}: {e}")
+        return open_values(op, index, focus, mode, note)
+
+    def on_sample(name: str, override: str):
+        if not name:
+            return failure("Pick a sample.")
+        return open_path(SAMPLE_DIR / name, override)
+
+    def on_path(text: str, override: str):
+        try:
+            p = resolve_user_path(text, settings)
+        except ValueError as e:
+            return failure(str(e))
+        return open_path(p, override)
+
+    def on_upload(files: list[str] | None, override: str):
+        if not files:
+            return failure("No files uploaded.")
+        dest = Path(tempfile.mkdtemp(prefix="ri-upload-"))
+        notes: list[str] = []
+        roots: list[Path] = []
+        for f in files:
+            try:
+                got = intake_upload(f, dest, settings)
+            except ValueError as e:  # UploadRefused: too big, zip bomb, unreadable archive
+                notes.append(str(e))
+                continue
+            roots.append(got.root)
+            notes += [str(p) for p in got.problems]
+        if not roots:
+            shutil.rmtree(dest, ignore_errors=True)
+            return failure("; ".join(notes) or "Nothing usable in the upload.")
+        # One file (or one zip) opens as itself; several files form one capture folder.
+        root = roots[0] if len(roots) == 1 else dest
+        return open_path(root, override, note="; ".join(notes))
+
+    def on_tokenizer(k: str | None, override: str, index):
+        op = store.get(k)
+        if op is None:
+            return failure("Open a rollout first.")
+        return open_path(op.path, override, index=index)
+
+    def on_select_turn(k: str | None, index) -> list:
+        op = store.get(k)
+        if op is None or index is None:
+            return [gr.skip()] * len(turn_outputs)
+        try:
+            return turn_values(op, int(index))
+        except KeyError:
+            return [gr.skip()] * len(turn_outputs)
+
+    def on_table_select(k: str | None, evt: gr.SelectData) -> list:
+        row = evt.row_value if evt is not None else None
+        if not row:
+            return [gr.skip()] * len(turn_outputs)
+        return on_select_turn(k, row[0])
+
+    def on_step(k: str | None, index, step: int) -> list:
+        op = store.get(k)
+        if op is None:
+            return [gr.skip()] * len(turn_outputs)
+        order = [t.index for t in op.rollout.turns]
+        if not order:
+            return [gr.skip()] * len(turn_outputs)
+        pos = order.index(index) if index in order else 0
+        return turn_values(op, order[max(0, min(len(order) - 1, pos + step))])
+
+    def on_filter(k: str | None, trained: bool, low: bool, tool: str):
+        op = store.get(k)
+        if op is None:
+            return gr.skip()
+        return turn_table(op.rollout, trained_only=trained, low_only=low, low=settings.low_logprob,
+                          tool=None if tool in (None, "", "(any)") else tool)
+
+    sample.input(on_sample, [sample, tok_box], outputs, api_name="open_sample")
+    load_btn.click(on_path, [path, tok_box], outputs, api_name="open_path")
+    path.submit(on_path, [path, tok_box], outputs, api_visibility="private")
+    upload.upload(on_upload, [upload, tok_box], outputs, api_name="open_upload")
+    tok_btn.click(on_tokenizer, [key, tok_box, turn], outputs, api_name="set_tokenizer")
+    table.select(on_table_select, [key], turn_outputs, api_visibility="private")
+    turn_no.submit(on_select_turn, [key, turn_no], turn_outputs, api_name="select_turn")
+    prev_btn.click(lambda k, i: on_step(k, i, -1), [key, turn], turn_outputs, api_visibility="private")
+    next_btn.click(lambda k, i: on_step(k, i, +1), [key, turn], turn_outputs, api_visibility="private")
+    for f in (trained_only, low_only, tool_f):
+        f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private")
+
+    def deep_link(spec: str, index=None, focus=None, mode="mask"):
+        """Open ``sample:NAME`` or a path inside the data root (used by ?source=...)."""
+        if spec.startswith("sample:"):
+            name = spec.split(":", 1)[1]
+            if name not in list_samples():
+                return failure(f"No bundled sample named {name!r}.")
+            return open_path(SAMPLE_DIR / name, index=index, focus=focus, mode=mode)
+        try:
+            p = resolve_user_path(spec, settings)
+        except ValueError as e:
+            return failure(str(e))
+        return open_path(p, index=index, focus=focus, mode=mode)
+
+    return Browse(key, turn, outputs, deep_link)

@@ -1,0 +1,76 @@
+"""Server-side cache of opened rollouts, keyed by a short string kept in gr.State.
+
+Gradio hashes State values around every event, so the (possibly huge) Rollout lives
+here and the browser session only holds its key. No gradio import: plain Python.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Settings
+from ..rollout import Rollout
+from ..sources import load_source
+from ..tokenizer import TokenizerChoice, resolve_tokenizer, token_table
+
+__all__ = ["Opened", "RolloutStore"]
+
+
+@dataclass
+class Opened:
+    key: str
+    rollout: Rollout
+    path: Path
+    choice: TokenizerChoice
+    table: object | None  # viewer.tokenizer.TokenTable
+
+
+class RolloutStore:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._items: OrderedDict[str, Opened] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _remember(self, item: Opened) -> Opened:
+        with self._lock:
+            self._items[item.key] = item
+            self._items.move_to_end(item.key)
+            while len(self._items) > max(1, self.settings.cache_rollouts):
+                self._items.popitem(last=False)
+        return item
+
+    def open(self, path: Path, tokenizer_override: str = "") -> Opened:
+        """Read a source (folder or file) and pick its tokenizer. Raises SourceError if unreadable."""
+        path = Path(path)
+        stamp = ""
+        try:
+            st = path.stat()
+            stamp = f"{st.st_mtime_ns}:{st.st_size}"
+            if path.is_dir():
+                stamp += "".join(f"{p.name}{p.stat().st_mtime_ns}" for p in sorted(path.iterdir()))
+        except OSError:
+            pass
+        key = hashlib.sha1(f"{path.resolve()}|{stamp}|{tokenizer_override}".encode()).hexdigest()[:16]
+        with self._lock:
+            hit = self._items.get(key)
+        if hit is not None:
+            return hit
+        rollout = load_source(path, self.settings)
+        capture_dir = path if path.is_dir() else path.parent
+        return self._remember(self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override))
+
+    def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path,
+                        override: str) -> Opened:
+        choice = resolve_tokenizer(rollout.model, override or self.settings.tokenizer or None,
+                                   capture_dir=capture_dir)
+        table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
+        return Opened(key, rollout, path, choice, table)
+
+    def get(self, key: str | None) -> Opened | None:
+        if not key:
+            return None
+        with self._lock:
+            return self._items.get(key)
