@@ -86,3 +86,13 @@ def page(browser):
     pg = ctx.new_page()
     yield pg
     ctx.close()
+
+
+@pytest.fixture(scope="session")
+def hostile_capture(tmp_path_factory):
+    """A capture whose every text field, and whose sampled output itself, is hostile."""
+    from captures import write_capture
+    from hostile import HOSTILE
+
+    folder = tmp_path_factory.mktemp("hostile") / "hostile"
+    return write_capture(folder, "\n".join(HOSTILE), " ".join(HOSTILE), tool_command=HOSTILE[2])

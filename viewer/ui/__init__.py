@@ -39,7 +39,7 @@ GLOBAL_JS = r"""
 }
 """
 
-TITLE_MD = ("<div id='ri-title'><h1>🔍 Rollout Inspector</h1><p>Coding-agent RL rollouts token by token, the way the "
+TITLE_MD = ("<div id='ri-title'><h1>Rollout Inspector</h1><p>Coding-agent RL rollouts token by token, the way the "
             "trainer sees them: loss mask, logprobs, and where re-tokenisation drifts from the sampled ids.</p></div>")
 
 

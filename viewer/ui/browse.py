@@ -79,23 +79,19 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     with gr.Tabs(elem_id="main-tabs"):
         with gr.Tab("Tokens", id="tokens"):
-            with gr.Row(equal_height=False):
-                with gr.Column(scale=2, min_width=340):
-                    with gr.Row():
-                        trained_only = gr.Checkbox(label="trained only", value=False, elem_id="f-trained", min_width=80)
-                        low_only = gr.Checkbox(label=f"low logprob (< {settings.low_logprob})", value=False,
-                                               elem_id="f-low", min_width=80)
-                    tool_f = gr.Dropdown(["(any)"], value="(any)", label="tool called", elem_id="f-tool")
-                    table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
-                                         max_height=560, wrap=False)
-                    with gr.Row():
-                        prev_btn = gr.Button("◀ prev", size="sm", elem_id="prev-turn")
-                        turn_no = gr.Number(label="turn", precision=0, elem_id="turn-number", min_width=60)
-                        next_btn = gr.Button("next ▶", size="sm", elem_id="next-turn")
-                with gr.Column(scale=5):
-                    view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
-                                   elem_id="token-view", apply_default_css=False)
-                    lp_plot = gr.Plot(elem_id="logprob-plot", show_label=False)
+            with gr.Row(equal_height=True, elem_id="turn-controls"):
+                trained_only = gr.Checkbox(label="trained turns only", value=False, elem_id="f-trained", min_width=120)
+                low_only = gr.Checkbox(label=f"has a token below {settings.low_logprob}", value=False,
+                                       elem_id="f-low", min_width=120)
+                tool_f = gr.Dropdown(["(any)"], value="(any)", label="tool called", elem_id="f-tool", min_width=120)
+                prev_btn = gr.Button("◀ prev turn", size="sm", elem_id="prev-turn", min_width=80)
+                turn_no = gr.Number(label="turn", precision=0, elem_id="turn-number", min_width=80)
+                next_btn = gr.Button("next turn ▶", size="sm", elem_id="next-turn", min_width=80)
+            table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
+                                 max_height=250, wrap=False)
+            view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
+                           elem_id="token-view", apply_default_css=False)
+            lp_plot = gr.Plot(elem_id="logprob-plot", show_label=False)
             with gr.Row():
                 turns_plot = gr.Plot(elem_id="turns-plot", show_label=False)
                 hist_plot = gr.Plot(elem_id="histogram-plot", show_label=False)

@@ -179,6 +179,9 @@ function load() {
   spSet = new Set(D.sp); oovSet = new Set(D.oov);
   if (D.focus) { reveal(D.focus[0]); select(D.focus[0], D.focus[1], true); return; }
   drawBar(); draw();
+  // Open on the answer: scroll so the prompt/output boundary sits near the top.
+  const mark = body.querySelector('.ri-boundary');
+  if (mark) body.scrollTop = Math.max(0, mark.offsetTop - body.offsetTop - 80);
 }
 load();
 watch('value', load);

@@ -1,0 +1,127 @@
+"""Drift scan throughput vs the tokenizer's own batch decode+encode of the same texts.
+
+Synthetic rollouts from real Qwen3 text: stdlib Python sources as tool results and
+outputs, 4 agent turns each, prompts rendered by the chat template (the engine's ids),
+and every 5th output perturbed with a non-canonical split (a token spelled as single
+bytes) so the aligned diff runs too. Prints the ratio and absolute numbers; then a
+1,000-rollout scan's wall time and peak Python memory (tracemalloc).
+
+    .venv/bin/python bench/bench_drift.py [--rollouts 200] [--big 1000]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import sysconfig
+import time
+import tracemalloc
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from viewer import drift  # noqa: E402
+from viewer.rollout import Rollout, Turn  # noqa: E402
+from viewer.tokenizer import load_qwen3, render_prompt_text, token_table  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a command",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"command": {"type": "string"}}}}}]
+
+
+def stdlib_chunks(n: int, size: int = 1500) -> list[str]:
+    src = Path(sysconfig.get_paths()["stdlib"])
+    out: list[str] = []
+    for f in sorted(src.glob("*.py")):
+        text = f.read_text(encoding="utf-8", errors="replace")
+        for i in range(0, len(text) - size, size):
+            out.append(text[i:i + size])
+            if len(out) >= n:
+                return out
+    return out
+
+
+def build(tok, n_rollouts: int, turns: int = 4, size: int = 1500) -> list[Rollout]:
+    table = token_table(tok)
+    byte_id = {table.bytes_of(i): i for i in range(1024) if len(table.bytes_of(i)) == 1}
+    chunks = stdlib_chunks(2000, size)
+    chunks = [chunks[k % len(chunks)] for k in range(n_rollouts * turns * 2 + 10)]  # reuse cyclically
+    rollouts, c = [], 0
+    for r in range(n_rollouts):
+        msgs = [{"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": f"Task {r}: review this code."}]
+        ts = []
+        for i in range(turns):
+            prompt_text = render_prompt_text(tok, msgs, tools=TOOLS)
+            prompt = tok(prompt_text, add_special_tokens=False)["input_ids"]
+            answer = chunks[c]
+            c += 1
+            out = tok(answer, add_special_tokens=False)["input_ids"] + [151645]
+            if (r * turns + i) % 5 == 0:  # perturb: spell a multi-byte token as single bytes
+                j = next(k for k in range(len(out) // 2, len(out)) if len(table.bytes_of(out[k])) >= 3)
+                out = out[:j] + [byte_id[bytes([b])] for b in table.bytes_of(out[j])] + out[j + 1:]
+            ts.append(Turn(index=i, call=i, prompt_ids=prompt, prompt_source="engine", output_ids=out,
+                           output_source="engine", logprobs=[-0.5] * len(out), mask=[1] * len(out),
+                           trained=True, messages=list(msgs), tools=TOOLS))
+            msgs = msgs + [{"role": "assistant", "content": answer},
+                           {"role": "user", "content": chunks[c]}]
+            c += 1
+        rollouts.append(Rollout(source=f"synthetic-{r}", format="bench", turns=ts))
+    return rollouts
+
+
+def baseline(tok, rollouts: list[Rollout]) -> tuple[float, float]:
+    """The tokenizer's own work on the same texts: batch decode the outputs, batch encode
+    them together with the rendered prompt texts. Returns (decode+encode s, render s);
+    the chat-template rendering is timed apart because it is not tokenizer work."""
+    turns = [t for r in rollouts for t in r.turns]
+    t0 = time.perf_counter()
+    texts = tok.batch_decode([t.output_ids for t in turns], skip_special_tokens=False)
+    t1 = time.perf_counter()
+    prompts = [render_prompt_text(tok, t.messages, tools=t.tools) for t in turns]
+    t2 = time.perf_counter()
+    tok(texts + prompts, add_special_tokens=False)
+    t3 = time.perf_counter()
+    return (t1 - t0) + (t3 - t2), (t2 - t1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rollouts", type=int, default=100)
+    ap.add_argument("--big", type=int, default=1000)
+    args = ap.parse_args()
+    tok = load_qwen3()
+    token_table(tok)  # build the byte table outside the timings
+    rollouts = build(tok, args.rollouts)
+    ntok = sum(len(t.prompt_ids) + len(t.output_ids) for r in rollouts for t in r.turns)
+    base, render_s = baseline(tok, rollouts)
+    t0 = time.perf_counter()
+    res = drift.scan(rollouts, tok, plain=False)
+    scan_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    drift.scan(rollouts, tok, plain=True)
+    scan_plain_s = time.perf_counter() - t0
+    tot = res["totals"]
+    print(f"cpus={os.cpu_count()} rollouts={len(rollouts)} turns={tot['turns']} tokens={ntok:,}")
+    print(f"baseline decode+encode: {base:.2f}s  ({ntok / base:,.0f} tok/s); template render alone {render_s:.2f}s")
+    print(f"scan (vllm render only): {scan_s:.2f}s  ({ntok / scan_s:,.0f} tok/s)  "
+          f"ratio vs decode+encode {scan_s / base:.2f}x, vs decode+encode+render {scan_s / (base + render_s):.2f}x")
+    print(f"scan (+ plain TRL render): {scan_plain_s:.2f}s  ratio vs decode+encode+render "
+          f"{scan_plain_s / (base + render_s):.2f}x")
+    print(f"drifted turns {tot['drifted_turns']}, by cause {tot['by_cause']}, "
+          f"tokens losing gradient {tot['tokens_losing_gradient']}")
+    if args.big:
+        big = build(tok, args.big, turns=3, size=600)  # shorter turns keep the whole bench < 2 min
+        nbig = sum(len(t.prompt_ids) + len(t.output_ids) for r in big for t in r.turns)
+        tracemalloc.start()
+        t0 = time.perf_counter()
+        res = drift.scan(big, tok, plain=False)
+        dt = time.perf_counter() - t0
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        print(f"{args.big}-rollout scan: {dt:.2f}s for {nbig:,} tokens ({nbig / dt:,.0f} tok/s), "
+              f"peak traced memory {peak / 2**20:.1f} MiB, turns {res['totals']['turns']}")
+
+
+if __name__ == "__main__":
+    main()

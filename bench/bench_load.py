@@ -1,0 +1,173 @@
+"""Load benchmark: capture reader vs plain ``json.load``, and peak memory on a 2M-token trace.
+
+Run: ``.venv/bin/python bench/bench_load.py [--quick]``. Prints figures; both measured in
+the same run so the ratio is meaningful on a busy machine.
+
+1. Time: a synthetic capture (our proxy format: engine ids, "token_id:N" strings, top-5
+   logprob entries, turns.json) loaded with ``load_source`` vs ``json.load`` of the same
+   files. Target: ratio <= 1.5.
+2. Memory: a synthetic 500-call trace with 2M tokens in all (3,600 prompt + 400 output ids
+   per call, top-5 entries on outputs), loaded in a fresh subprocess; peak RSS
+   (``ru_maxrss``) reported next to a subprocess that only runs ``json.load``. Target < 1 GB.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from viewer.config import Settings  # noqa: E402
+from viewer.sources import load_source  # noqa: E402
+
+AGENT_SYSTEM = "You are opencode, an interactive CLI tool that helps users with software engineering tasks."
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
+         for n in ("bash", "write", "edit", "read")]
+
+
+def make_record(rng: random.Random, call: int, n_prompt: int, n_out: int, top_k: int) -> dict:
+    ids = [rng.randrange(151000) for _ in range(n_out)]
+    ents = []
+    for i in ids:
+        lp = -rng.random() * 3
+        tops = [{"token": f"token_id:{i + j}", "logprob": lp - j, "bytes": list(f"token_id:{i + j}".encode())}
+                for j in range(top_k)]
+        ents.append({"token": f"token_id:{i}", "logprob": lp, "bytes": [104, 105], "top_logprobs": tops})
+    return {"turn": call, "kind": "main",
+            "request": {"model": "Qwen/Qwen3-4B", "messages": [{"role": "system", "content": AGENT_SYSTEM},
+                                                               {"role": "user", "content": "task " * 50}],
+                        "tools": TOOLS},
+            "response": {"model": "Qwen/Qwen3-4B", "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "tool_calls": [
+                             {"id": "c", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}}]},
+            "prompt_token_ids": [rng.randrange(151000) for _ in range(n_prompt)],
+            "completion_token_ids": ids, "completion_tokens": [e["token"] for e in ents],
+            "logprobs": ents, "per_token_logps": [e["logprob"] for e in ents],
+            "finish_reason": "tool_calls", "latency_s": 1.0, "timestamp": 1.0}
+
+
+def write_capture(folder: Path, calls: int, n_prompt: int, n_out: int, top_k: int, seed: int = 0) -> None:
+    """Write trace.json as a JSON array record by record (bounded memory) plus turns.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    turns = []
+    with open(folder / "trace.json", "w") as f:
+        f.write("[")
+        for c in range(1, calls + 1):
+            rec = make_record(rng, c, n_prompt, n_out, top_k)
+            f.write(("," if c > 1 else "") + json.dumps(rec))
+            turns.append({"call": c, "prompt_ids": rec["prompt_token_ids"], "prompt_ids_source": "engine",
+                          "output_ids": rec["completion_token_ids"], "per_token_logps": rec["per_token_logps"],
+                          "trained": True, "mask": [1] * n_out})
+        f.write("]")
+    with open(folder / "turns.json", "w") as f:
+        json.dump(turns, f)
+    (folder / "summary.json").write_text(json.dumps({"reward": 1.0}))
+
+
+def time_best(fn, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def bench_time(tmp: Path, quick: bool) -> None:
+    calls, n_out = (20, 1000) if quick else (40, 1500)
+    folder = tmp / "cap"
+    write_capture(folder, calls, 3000, n_out, 5)
+    mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+    files = sorted(folder.glob("*.json"))
+
+    def plain():
+        for p in files:
+            with open(p, "rb") as f:
+                json.load(f)
+
+    settings = Settings()
+    repeat = 2 if quick else 3
+    # Alternate the two so machine load affects both alike; keep each one's best.
+    t_json = t_load = float("inf")
+    for _ in range(repeat):
+        t_json = min(t_json, time_best(plain, 1))
+        t_load = min(t_load, time_best(lambda: load_source(folder, settings), 1))
+    import gc
+
+    gc.disable()  # baseline 2: json.load with the GC paused too (what load_source does internally)
+    t_json_nogc = time_best(plain, repeat)
+    gc.enable()
+    ro = load_source(folder, settings)
+    t = ro.turns[0]
+    t_touch = time_best(lambda: [x for x in t.top_logprobs], 3)  # lazy top-k cost per turn
+    print(f"[time] capture: {calls} calls x {n_out} output tokens (top-5), {mb:.1f} MB on disk")
+    print(f"[time] json.load of the same files: {t_json:.3f} s")
+    print(f"[time] load_source:                 {t_load:.3f} s")
+    print(f"[time] ratio load_source/json.load: {t_load / t_json:.2f}x (target <= 1.5x)")
+    print(f"[time] json.load, GC paused:        {t_json_nogc:.3f} s  -> ratio {t_load / t_json_nogc:.2f}x")
+    print(f"[time] materialise top-k of one {n_out}-token turn: {t_touch * 1000:.1f} ms")
+
+
+_CHILD = r"""
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[3])
+mode, path = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+if mode == "json":
+    with open(path + "/trace.json", "rb") as f:
+        obj = json.load(f)
+    n = len(obj)
+else:
+    from viewer.sources import load_source
+    ro = load_source(path)
+    st = ro.stats()
+    n = (len(ro.turns), st["prompt_tokens"] + st["output_tokens"], len(ro.problems))
+dt = time.perf_counter() - t0
+print(json.dumps({"n": n, "s": dt, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def bench_memory(tmp: Path, quick: bool) -> None:
+    calls = 100 if quick else 500
+    folder = tmp / "big"
+    (folder).mkdir()
+    t0 = time.perf_counter()
+    # trace.json only (no turns.json): 500 x (3600 + 400) = 2,000,000 tokens
+    rng = random.Random(1)
+    with open(folder / "trace.json", "w") as f:
+        f.write("[")
+        for c in range(1, calls + 1):
+            f.write(("," if c > 1 else "") + json.dumps(make_record(rng, c, 3600, 400, 5)))
+        f.write("]")
+    mb = (folder / "trace.json").stat().st_size / 1e6
+    print(f"[mem] synthetic trace: {calls} calls, {calls * 4000:,} tokens, {mb:.0f} MB "
+          f"(written in {time.perf_counter() - t0:.1f} s)")
+    for mode in ("json", "load_source"):
+        r = subprocess.run([sys.executable, "-c", _CHILD, mode, str(folder), str(REPO)],
+                           capture_output=True, text=True, timeout=600)
+        if r.returncode:
+            print(f"[mem] {mode}: failed: {r.stderr.strip()[-500:]}")
+            continue
+        d = json.loads(r.stdout)
+        print(f"[mem] {mode:12s} peak RSS {d['maxrss_mb']:7.0f} MB  time {d['s']:.2f} s  -> {d['n']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller inputs (smoke run)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        bench_time(Path(d), args.quick)
+        bench_memory(Path(d), args.quick)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Typed paths confined to data_root; uploads and zips size-limited and path-safe."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+import zipfile
+
+import pytest
+
+from viewer.config import Settings
+from viewer.sources import load_source
+from viewer.sources.upload import UploadRefused, intake_upload, resolve_user_path
+
+
+@pytest.fixture
+def root(tmp_path):
+    r = tmp_path / "root"
+    (r / "cap").mkdir(parents=True)
+    (r / "cap" / "trace.json").write_text("[]")
+    (tmp_path / "secret.txt").write_text("no")
+    return r
+
+
+def test_resolve_user_path_inside_root(root):
+    s = Settings(data_root=str(root))
+    assert resolve_user_path("cap", s) == (root / "cap").resolve()
+    assert resolve_user_path(f"  {root / 'cap' / 'trace.json'}  ", s) == (root / "cap" / "trace.json").resolve()
+
+
+@pytest.mark.parametrize("text", ["../secret.txt", "cap/../../secret.txt", "/etc/passwd", "~"])
+def test_resolve_user_path_outside_root_refused(root, text):
+    with pytest.raises(ValueError, match="outside the allowed data folder"):
+        resolve_user_path(text, Settings(data_root=str(root)))
+
+
+def test_resolve_user_path_symlink_escape_empty_and_missing(root, tmp_path):
+    os.symlink(tmp_path / "secret.txt", root / "link.txt")
+    s = Settings(data_root=str(root))
+    with pytest.raises(ValueError, match="outside the allowed data folder"):
+        resolve_user_path("link.txt", s)
+    with pytest.raises(ValueError, match="no path given"):
+        resolve_user_path("   ", s)
+    with pytest.raises(ValueError, match="no such file or folder"):
+        resolve_user_path("cap/missing.json", s)
+
+
+def _zip(path, entries, symlink=None):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries.items():
+            zf.writestr(name, data)
+        if symlink:
+            info = zipfile.ZipInfo(symlink[0])
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, symlink[1])
+    return path
+
+
+def test_zip_capture_extracts_and_loads(tmp_path):
+    rec = {"turn": 1, "completion_token_ids": [1, 2], "per_token_logps": [-0.5, -0.25]}
+    z = _zip(tmp_path / "up.zip", {"run1/trace.json": json.dumps([rec]),
+                                   "run1/summary.json": json.dumps({"reward": 1})})
+    out = intake_upload(z, tmp_path / "dest")
+    assert out.root == (tmp_path / "dest" / "run1").resolve() and out.problems == []
+    ro = load_source(out.root)
+    assert ro.turns[0].output_ids == [1, 2] and ro.reward == 1.0
+
+
+def test_zip_with_traversal_absolute_and_symlink_entries(tmp_path):
+    z = _zip(tmp_path / "evil.zip", {"ok/trace.json": "[]", "../evil.txt": "x", "/abs.txt": "x",
+                                     "a/../../evil2.txt": "x"}, symlink=("ok/link", "/etc/passwd"))
+    dest = tmp_path / "dest"
+    out = intake_upload(z, dest)
+    refused = {p.where: p.message for p in out.problems}
+    assert set(refused) == {"../evil.txt", "/abs.txt", "a/../../evil2.txt", "ok/link"}
+    assert "symbolic link" in refused["ok/link"] and "'..'" in refused["../evil.txt"]
+    assert "absolute" in refused["/abs.txt"]
+    assert all(p.file == "evil.zip" for p in out.problems)
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert written == ["dest/ok/trace.json", "evil.zip"]
+    assert not (dest / "ok" / "link").exists()
+
+
+def test_zip_bomb_refused(tmp_path):
+    # 3 MB of zeros compresses to a few KB; the limit is 1 MB uncompressed.
+    z = _zip(tmp_path / "bomb.zip", {"trace.json": b"0" * (3 * 1024 * 1024)})
+    assert z.stat().st_size < 100_000
+    with pytest.raises(UploadRefused, match="zip bomb"):
+        intake_upload(z, tmp_path / "dest", Settings(max_file_mb=1))
+    assert not any((tmp_path / "dest").rglob("*"))
+
+
+def test_upload_over_max_upload_mb_and_plain_file(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (1024 * 1024 + 1))
+    with pytest.raises(UploadRefused, match="over the 1 MB limit"):
+        intake_upload(big, tmp_path / "dest", Settings(max_upload_mb=1))
+    small = tmp_path / "trace.json"
+    small.write_text(json.dumps([{"completion_token_ids": [3]}]))
+    out = intake_upload(small, tmp_path / "dest")
+    assert out.root == tmp_path / "dest" / "trace.json"
+    assert load_source(out.root).turns[0].output_ids == [3]
+
+
+def test_not_a_zip_with_zip_suffix_is_treated_as_a_file(tmp_path):
+    p = tmp_path / "x.zip"
+    p.write_bytes(io.BytesIO(b"PK not really").getvalue())
+    out = intake_upload(p, tmp_path / "dest")
+    assert out.root.name == "x.zip" and out.root.read_bytes() == b"PK not really"

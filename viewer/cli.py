@@ -1,0 +1,92 @@
+"""Command line: ``python -m viewer summary SOURCE [--json]`` (more subcommands later).
+
+Exit codes: 0 ok, 1 the source is unreadable, 2 usage error or source not found.
+Errors are one line on stderr; ``--json`` prints exactly one JSON document on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from viewer.config import Settings
+from viewer.rollout import Rollout
+
+__all__ = ["main", "build_parser", "summary_of", "tokenizer_name"]
+
+SUMMARY_KEYS = ("format", "model", "tokenizer", "turns", "trained_turns", "filtered_calls", "prompt_tokens",
+                "output_tokens", "trained_tokens", "mean_logprob", "reward")
+
+
+def tokenizer_name(model: str | None) -> str | None:
+    """Name of the tokenizer we would use for ``model`` (one place to swap the policy)."""
+    try:
+        from viewer.tokenizer import tokenizer_name_for  # type: ignore[attr-defined]
+    except ImportError:
+        tokenizer_name_for = None
+    if tokenizer_name_for is not None:
+        return tokenizer_name_for(model)
+    m = (model or "").lower()
+    return "qwen3" if ("qwen3" in m or "qwen2.5" in m) else None
+
+
+def summary_of(ro: Rollout) -> dict[str, Any]:
+    """The summary document: the keys in SUMMARY_KEYS plus source and problems."""
+    doc: dict[str, Any] = {"source": ro.source, "format": ro.format, "model": ro.model,
+                           "tokenizer": tokenizer_name(ro.model)}
+    doc.update(ro.stats())
+    doc["problems"] = [{"severity": p.severity, "file": p.file, "where": p.where, "message": p.message}
+                       for p in ro.problems]
+    return doc
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, float):
+        return f"{v:.4f}"
+    return str(v)
+
+
+def _cmd_summary(args: argparse.Namespace, settings: Settings) -> int:
+    from viewer.sources import SourceError, SourceNotFound, load_source
+
+    try:
+        ro = load_source(args.source, settings)
+    except SourceNotFound as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        return 2
+    except SourceError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        return 1
+    doc = summary_of(ro)
+    if args.json:
+        print(json.dumps(doc, indent=2, ensure_ascii=False))
+        return 0
+    width = max(len(k) for k in SUMMARY_KEYS) + 1
+    for k in SUMMARY_KEYS:
+        print(f"{k + ':':<{width}} {_fmt(doc[k])}")
+    if ro.problems:
+        print(f"{'problems:':<{width}} {len(ro.problems)}")
+        for p in ro.problems:
+            print(f"  {p}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m viewer",
+                                     description="Rollout Inspector: inspect agent RL rollouts token by token.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    s = sub.add_parser("summary", help="counts, model, tokenizer and problems for a capture folder or file")
+    s.add_argument("source", metavar="SOURCE", help="capture folder, trace.json/turns.json file")
+    s.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    s.set_defaults(func=_cmd_summary)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # exits 2 on usage errors
+    return args.func(args, Settings.from_env())

@@ -1,0 +1,279 @@
+"""Plotly figures over Rollout / Turn values (no gradio here).
+
+Conventions shared by every figure:
+
+* explicit ``height``, transparent paper and plot backgrounds, mid-grey font and grid
+  lines, so a figure reads in both light and dark themes (GRADIO.md §3.2);
+* hover text is built here and HTML-escaped (plotly renders a subset of HTML in hover
+  labels), token text goes through :func:`viewer.tokenizer.visible` first;
+* ``customdata`` of every point is a plain int the UI can act on when the point is
+  clicked: the output position for :func:`logprob_figure`, the turn index for
+  :func:`turns_figure`;
+* an input without logprobs gives a figure with a "no logprobs recorded" annotation,
+  never an exception.
+"""
+from __future__ import annotations
+
+import html
+import math
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .rollout import Rollout, Turn
+from .tokenizer import texts_from_output_bytes, visible
+
+__all__ = ["GL_THRESHOLD", "NO_LOGPROBS", "MAX_SHADED_RUNS", "histogram_figure", "logprob_figure",
+           "trained_runs", "turns_figure", "turn_mask"]
+
+GL_THRESHOLD = 5000  # points above which go.Scattergl replaces go.Scatter
+MAX_SHADED_RUNS = 400  # trained runs drawn as shapes; beyond this the shading is left out
+NO_LOGPROBS = "no logprobs recorded"
+
+TRAINED = "#2f6fdf"
+UNTRAINED = "#9a9a9a"
+LOW = "#e0443a"
+BOOKKEEPING = "rgba(154,154,154,0.45)"
+SHADE = "rgba(47,111,223,0.13)"
+GRID = "rgba(128,128,128,0.25)"
+FONT = "#8a8a8a"
+
+
+def _base_layout(fig: go.Figure, height: int, **kw) -> go.Figure:
+    fig.update_layout(
+        height=height,
+        margin=dict(l=52, r=16, t=34, b=40),
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        font=dict(color=FONT, size=12),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
+        hovermode="closest",
+        **kw,
+    )
+    fig.update_xaxes(gridcolor=GRID, zerolinecolor=GRID)
+    fig.update_yaxes(gridcolor=GRID, zerolinecolor=GRID)
+    return fig
+
+
+def _empty(message: str = NO_LOGPROBS, height: int = 260) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                       font=dict(size=15, color=FONT))
+    _base_layout(fig, height)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _finite(v) -> bool:
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def turn_mask(turn: Turn) -> list[int]:
+    """The output loss mask, one 0/1 per output position.
+
+    A mask of the right length is used as is; an empty mask means "whole turn trained or
+    not" (``turn.trained``); a mask of another length is cut or padded with 0.
+    """
+    n = max(len(turn.output_ids), len(turn.logprobs))
+    m = turn.mask or []
+    if len(m) == n:
+        return [1 if v else 0 for v in m]
+    if not m:
+        return [1 if turn.trained else 0] * n
+    return [1 if v else 0 for v in m[:n]] + [0] * max(0, n - len(m))
+
+
+def trained_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """Maximal runs of 1 in ``mask`` as inclusive (start, end) positions."""
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i, v in enumerate(mask):
+        if v and start is None:
+            start = i
+        elif not v and start is not None:
+            runs.append((start, i - 1))
+            start = None
+    if start is not None:
+        runs.append((start, len(mask) - 1))
+    return runs
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.4f}"
+
+
+def _label(text: str | None, limit: int = 80) -> str:
+    if text is None:
+        return "—"
+    v = visible(text)
+    if len(v) > limit:
+        v = v[:limit] + f"… ({len(v)} chars)"
+    return html.escape(v)
+
+
+def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float = -2.5,
+                   offset: int = 0, height: int = 300) -> go.Figure:
+    """Per-token logprob along one turn's output.
+
+    * x = ``offset + i`` for output position ``i`` (0-based). Pass
+      ``offset=len(turn.prompt_ids)`` for absolute positions in prompt+output;
+    * ``customdata`` of each point = the output position ``i`` (independent of
+      ``offset``). Arrays are numpy, so the JSON carries them as typed arrays
+      (``{"dtype": "i4", "bdata": ...}``); plotly.js hands the click handler plain numbers;
+    * traces: "trained" (mask 1), "not trained" (mask 0), "low (< low)" (red ``x``
+      markers over both); trained runs are shaded by rectangles (``layout.shapes``
+      with ``name="trained"``), the threshold is a dashed line (``name="low"``);
+    * positions without a finite logprob are left out;
+    * ``token_texts`` (one per output position) label the hover; without them the bytes
+      the server recorded (``turn.output_bytes``) are used, else ``id N``;
+    * ``go.Scattergl`` above :data:`GL_THRESHOLD` points, ``go.Scatter`` below.
+    """
+    n = max(len(turn.output_ids), len(turn.logprobs))
+    lps = np.full(n, np.nan, dtype=np.float64)
+    for i, v in enumerate(turn.logprobs):
+        if _finite(v):
+            lps[i] = v
+    finite = np.isfinite(lps)
+    if not finite.any():
+        return _empty(NO_LOGPROBS, height)
+    mask = np.asarray(turn_mask(turn), dtype=bool)
+    ids = list(turn.output_ids) + [None] * (n - len(turn.output_ids))
+    if token_texts is None and turn.output_bytes:
+        token_texts = texts_from_output_bytes(turn.output_bytes, ids)
+    nt = len(token_texts) if token_texts is not None else 0
+    probs = np.exp(lps)
+
+    def texts(sel: np.ndarray) -> np.ndarray:
+        out = [f"{_label(token_texts[i] if i < nt else None)}<br>id {ids[i] if ids[i] is not None else '?'}"
+               f" · p {probs[i]:.4f}" for i in sel.tolist()]
+        return np.array(out, dtype=object)
+
+    where = "pos %{x} (output %{customdata})" if offset else "output pos %{x}"
+    template = where + "<br>%{text}<br>logprob %{y:.4f}<extra>%{fullData.name}</extra>"
+    scatter = go.Scattergl if int(finite.sum()) > GL_THRESHOLD else go.Scatter
+    fig = go.Figure()
+
+    def add(name: str, sel: np.ndarray, marker: dict) -> None:
+        if sel.size == 0:
+            return
+        fig.add_trace(scatter(x=(sel + offset).astype(np.int32), y=lps[sel].astype(np.float32),
+                              customdata=sel.astype(np.int32), text=texts(sel), hovertemplate=template,
+                              mode="markers", name=name, marker=marker))
+
+    add("trained", np.flatnonzero(finite & mask), dict(color=TRAINED, size=5))
+    add("not trained", np.flatnonzero(finite & ~mask), dict(color=UNTRAINED, size=4))
+    low_sel = np.flatnonzero(finite & (np.where(finite, lps, 0.0) < low))
+    add(f"low (< {low:g})", low_sel, dict(color=LOW, size=9, symbol="x-thin", line=dict(width=2, color=LOW)))
+    runs = trained_runs(mask.tolist())
+    title = None
+    if len(runs) <= MAX_SHADED_RUNS:
+        for a, b in runs:
+            fig.add_shape(type="rect", xref="x", yref="paper", x0=offset + a - 0.5, x1=offset + b + 0.5,
+                          y0=0, y1=1, fillcolor=SHADE, line=dict(width=0), layer="below", name="trained")
+    else:
+        title = f"{len(runs)} trained runs: shading left out, trained tokens in blue"
+    fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=low, y1=low,
+                  line=dict(color=LOW, width=1, dash="dash"), name="low")
+    _base_layout(fig, height, clickmode="event", dragmode="zoom")
+    if title:
+        fig.update_layout(title=dict(text=title, font=dict(size=12)))
+    fig.update_xaxes(title_text="position (prompt + output)" if offset else "output position")
+    fig.update_yaxes(title_text="logprob")
+    return fig
+
+
+def turns_figure(rollout: Rollout, height: int = 300) -> go.Figure:
+    """Per-call summary: mean / min logprob per agent turn, output tokens as bars (right axis).
+
+    Agent turns: bars and points blue when trained, grey when not. Bookkeeping calls
+    (title generator, compaction, …) get a faint bar and no logprob points. x = turn
+    index; ``customdata`` = turn index.
+    """
+    if not rollout.turns:
+        return _empty("no turns in this rollout", height)
+    fig = go.Figure()
+    agent = [t for t in rollout.turns if t.kind == "agent"]
+    book = [t for t in rollout.turns if t.kind != "agent"]
+
+    def label(t: Turn) -> str:
+        mean, mn = t.logprob_stats()
+        lp = f"mean {_fmt(mean)} · min {_fmt(mn)}" if mean is not None else NO_LOGPROBS
+        state = "bookkeeping" if t.kind != "agent" else ("trained" if t.trained else "not trained")
+        tools = ", ".join(t.tool_names)
+        return (f"turn {t.index} (call {t.call}) · {html.escape(t.role)} · {state}<br>"
+                f"{len(t.output_ids)} output tokens · {t.trained_tokens} trained<br>{lp}"
+                + (f"<br>tools: {html.escape(tools)}" if tools else ""))
+
+    bar_sets = [("output tokens (trained)", [t for t in agent if t.trained], TRAINED, 0.35),
+                ("output tokens (not trained)", [t for t in agent if not t.trained], UNTRAINED, 0.35),
+                ("bookkeeping calls", book, BOOKKEEPING, 1.0)]
+    for name, ts, color, opacity in bar_sets:
+        if not ts:
+            continue
+        fig.add_trace(go.Bar(x=[t.index for t in ts], y=[len(t.output_ids) for t in ts],
+                             customdata=[t.index for t in ts], text=[label(t) for t in ts],
+                             hovertemplate="%{text}<extra></extra>", textposition="none",
+                             name=name, marker=dict(color=color), opacity=opacity, yaxis="y2"))
+    stats = [(t, *t.logprob_stats()) for t in agent]
+    with_lp = [(t, mean, mn) for t, mean, mn in stats if mean is not None]
+    if with_lp:
+        colors = [TRAINED if t.trained else UNTRAINED for t, _, _ in with_lp]
+        xs = [t.index for t, _, _ in with_lp]
+        common = dict(customdata=xs, text=[label(t) for t, _, _ in with_lp],
+                      hovertemplate="%{text}<extra></extra>")
+        fig.add_trace(go.Scatter(x=xs, y=[m for _, m, _ in with_lp], mode="lines+markers",
+                                 name="mean logprob", line=dict(color=TRAINED, width=1.5),
+                                 marker=dict(color=colors, size=8), **common))
+        fig.add_trace(go.Scatter(x=xs, y=[m for _, _, m in with_lp], mode="markers", name="min logprob",
+                                 marker=dict(color=colors, size=8, symbol="triangle-down"), **common))
+    else:
+        fig.add_annotation(text=NO_LOGPROBS, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                           font=dict(size=15, color=FONT))
+    _base_layout(fig, height, clickmode="event", barmode="overlay",
+                 yaxis2=dict(title=dict(text="output tokens"), overlaying="y", side="right", showgrid=False,
+                             rangemode="tozero"))
+    fig.update_layout(margin=dict(r=56))
+    fig.update_xaxes(title_text="turn", dtick=1 if len(rollout.turns) <= 40 else None)
+    fig.layout.yaxis.title.text = "logprob"
+    return fig
+
+
+def histogram_figure(rollout: Rollout, low: float = -2.5, bins: int = 60, height: int = 260) -> go.Figure:
+    """Histogram of logprobs over all trained tokens (mask 1) with the ``low`` threshold.
+
+    Binned here with numpy and drawn as a bar chart, so the payload stays small for
+    millions of tokens. The bars' ``y`` sum to the number of trained tokens with a finite
+    logprob; the threshold is a dashed vertical line (``layout.shapes`` ``name="low"``).
+    """
+    vals: list[float] = []
+    for t in rollout.turns:
+        m = turn_mask(t)
+        vals.extend(v for v, k in zip(t.logprobs, m) if k and _finite(v))
+    if not vals:
+        return _empty(NO_LOGPROBS + " for trained tokens", height)
+    arr = np.asarray(vals, dtype=float)
+    lo = min(float(arr.min()), low)
+    hi = max(float(arr.max()), 0.0)
+    if hi - lo < 1e-9:
+        lo -= 0.5
+    counts, edges = np.histogram(arr, bins=bins, range=(lo, hi))
+    centers = (edges[:-1] + edges[1:]) / 2
+    width = float(edges[1] - edges[0])
+    n_low = int((arr < low).sum())
+    fig = go.Figure(go.Bar(
+        x=centers.tolist(), y=counts.tolist(), width=width, name="trained tokens",
+        marker=dict(color=[LOW if c < low else TRAINED for c in centers]),
+        customdata=np.stack([edges[:-1], edges[1:]], axis=1).tolist(),
+        hovertemplate="logprob %{customdata[0]:.3f} … %{customdata[1]:.3f}<br>%{y} tokens<extra></extra>",
+    ))
+    fig.add_shape(type="line", xref="x", yref="paper", x0=low, x1=low, y0=0, y1=1,
+                  line=dict(color=LOW, width=1.5, dash="dash"), name="low")
+    fig.add_annotation(x=low, y=1, xref="x", yref="paper", yanchor="bottom", showarrow=False,
+                       text=f"low {low:g}: {n_low} of {arr.size} ({100 * n_low / arr.size:.1f}%)",
+                       font=dict(color=LOW, size=11))
+    _base_layout(fig, height, bargap=0.02, showlegend=False)
+    fig.update_xaxes(title_text="logprob (trained tokens)")
+    fig.update_yaxes(title_text="tokens")
+    return fig

@@ -1,0 +1,208 @@
+"""Per-token columns: validate id/logprob/mask lists and view vLLM logprob entries lazily.
+
+Shared by the readers. Validation is done with whole-list C-level checks first
+(``set(map(type, xs))``) and falls back to a per-item scan only when something is wrong,
+so a clean 2M-token trace costs a few passes at C speed. Top-k alternatives and token
+bytes are *views* over the raw logprob entries, built per position on access: building
+millions of small objects up front would dominate load time and memory.
+
+Each checker returns a :class:`Checked` value: the usable list (possibly a prefix) and
+an error message (None when clean) for the caller to wrap in a located Problem.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from viewer.rollout import TopLogprob
+
+__all__ = ["Checked", "check_ids", "check_logprobs", "check_mask", "ids_from_token_strings",
+           "TopLogprobColumn", "BytesColumn", "TOKEN_ID_PREFIX"]
+
+TOKEN_ID_PREFIX = "token_id:"
+_P = len(TOKEN_ID_PREFIX)
+_NUM = {float, int}
+T = TypeVar("T")
+
+
+@dataclass
+class Checked(Generic[T]):
+    """A validated column; ``error`` says what was wrong (the value is then a cleaned version)."""
+
+    value: list[T] | None
+    error: str | None = None
+
+
+def _show(x: Any) -> str:
+    s = repr(x)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+def check_ids(value: Any) -> Checked[int]:
+    """Token ids: a list of non-negative ints. On a bad entry keep the prefix before it."""
+    if value is None:
+        return Checked(None)
+    if not isinstance(value, list):
+        return Checked(None, f"expected a list of token ids, got {type(value).__name__}")
+    if not value:
+        return Checked(value)
+    if set(map(type, value)) == {int} and min(value) >= 0:
+        return Checked(value)
+    for i, x in enumerate(value):
+        if type(x) is not int or x < 0:
+            return Checked(value[:i], f"entry {i} is {_show(x)} ({type(x).__name__}), expected a non-negative "
+                                      f"int token id; kept the {i} ids before it")
+    return Checked(value)  # unreachable
+
+
+def check_logprobs(value: Any) -> Checked[float | None]:
+    """Logprobs: numbers (floats/ints). Non-numbers become None (position kept)."""
+    if value is None:
+        return Checked(None)
+    if not isinstance(value, list):
+        return Checked(None, f"expected a list of logprobs, got {type(value).__name__}")
+    if not value or set(map(type, value)) <= _NUM:
+        return Checked(value)
+    bad = [i for i, x in enumerate(value) if type(x) not in _NUM]
+    cleaned = [x if type(x) in _NUM else None for x in value]
+    first = bad[0]
+    return Checked(cleaned, f"{len(bad)} logprob(s) are not numbers (first: entry {first} = "
+                            f"{_show(value[first])}); shown as missing")
+
+
+def check_mask(value: Any) -> Checked[int]:
+    """A 0/1 mask (bools and numbers accepted, anything non-zero counts as 1)."""
+    if value is None:
+        return Checked(None)
+    if not isinstance(value, list):
+        return Checked(None, f"expected a list of 0/1, got {type(value).__name__}")
+    types = set(map(type, value))
+    if types <= {int}:
+        return Checked(value if set(value) <= {0, 1} else [1 if x else 0 for x in value])
+    if types <= {int, bool, float}:
+        return Checked([1 if x else 0 for x in value])
+    bad = next(i for i, x in enumerate(value) if type(x) not in (int, bool, float))
+    return Checked(None, f"entry {bad} is {_show(value[bad])}, expected 0/1; mask ignored")
+
+
+def ids_from_token_strings(tokens: Any) -> Checked[int]:
+    """Ids parsed from ``"token_id:N"`` strings. ``value`` None = not token-id strings at all."""
+    if not isinstance(tokens, list) or not tokens:
+        return Checked(None)
+    try:
+        ids = [int(s[_P:]) for s in tokens if s.startswith(TOKEN_ID_PREFIX)]
+        if len(ids) == len(tokens) and min(ids) >= 0:
+            return Checked(ids)
+    except (AttributeError, TypeError, ValueError):
+        pass
+    # Slow path: find the first entry that is not a valid "token_id:N" string.
+    out: list[int] = []
+    for i, s in enumerate(tokens):
+        n = None
+        if isinstance(s, str) and s.startswith(TOKEN_ID_PREFIX):
+            try:
+                n = int(s[_P:])
+            except ValueError:
+                n = None
+        if n is None or n < 0:
+            if i == 0:  # plain token text (server ran without --return-tokens-as-token-ids)
+                return Checked(None)
+            return Checked(out, f"entry {i} is {_show(s)}, not a 'token_id:N' string; kept the {i} ids before it")
+        out.append(n)
+    return Checked(out)
+
+
+def _top_item(d: Any) -> TopLogprob | None:
+    if not isinstance(d, dict):
+        return None
+    lp = d.get("logprob")
+    if type(lp) not in _NUM:
+        return None
+    tok = d.get("token")
+    tid = None
+    if isinstance(tok, str) and tok.startswith(TOKEN_ID_PREFIX):
+        try:
+            tid, tok = int(tok[_P:]), None
+        except ValueError:
+            pass
+    elif not isinstance(tok, str):
+        tok = None
+    if tid is None and type(d.get("token_id")) is int:
+        tid = d["token_id"]
+    return TopLogprob(tid, tok, float(lp))
+
+
+class _EntryColumn(Sequence):
+    """A length-``n`` read-only sequence computed per position from raw logprob entries."""
+
+    __slots__ = ("_entries", "_n")
+
+    def __init__(self, entries: list[Any], n: int):
+        self._entries = entries
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _at(self, i: int) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(self._n))]
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._at(i)
+
+    def __iter__(self):
+        for j in range(self._n):
+            yield self._at(j)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={self._n})"
+
+
+class TopLogprobColumn(_EntryColumn):
+    """``column[i]`` = the top-k alternatives at output position i as TopLogprob values.
+
+    Ids come from ``"token_id:N"`` strings (token text is then None); the order is the
+    server's (sampled token first when it fell outside the top-k). Malformed items are
+    skipped.
+    """
+
+    def _at(self, i: int) -> list[TopLogprob]:
+        e = self._entries[i] if i < len(self._entries) else None
+        tops = e.get("top_logprobs") if isinstance(e, dict) else None
+        if not isinstance(tops, list):
+            return []
+        return [t for t in map(_top_item, tops) if t is not None]
+
+
+class BytesColumn(_EntryColumn):
+    """``column[i]`` = bytes of the sampled token's text (None if not recorded or invalid).
+
+    Only the sampled entry's ``bytes`` are used: under ``--return-tokens-as-token-ids``
+    the top-k entries' bytes spell "token_id:N", not the token (CAPTURE.md §1.1).
+    """
+
+    def _at(self, i: int) -> bytes | None:
+        e = self._entries[i] if i < len(self._entries) else None
+        b = e.get("bytes") if isinstance(e, dict) else None
+        if not isinstance(b, list):
+            return None
+        try:
+            return bytes(b)
+        except (TypeError, ValueError):
+            return None
+
+
+def finite_or_none(x: float | None) -> float | None:
+    """Helper for consumers: the value if it is a finite number."""
+    return x if x is not None and math.isfinite(x) else None

@@ -1,0 +1,274 @@
+"""Tolerant JSON / JSONL reading that says exactly where a file is broken.
+
+Readers call :func:`read_records` for record files (a JSON array, JSONL, or an object
+wrapping a list) and :func:`read_document` for single documents (task.json, ...). Both
+check the file size *before* opening the file, never raise on bad content, and return
+what could be salvaged plus :class:`~viewer.rollout.Problem` values that name the file,
+line and column. Interpreting the records is the caller's business.
+
+Record numbers in messages are 0-based (``record 3`` is ``trace[3]``); line and column
+numbers are 1-based, as editors show them.
+"""
+from __future__ import annotations
+
+import gc
+import json
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from viewer.rollout import Problem
+
+__all__ = ["RecordFile", "Document", "read_records", "read_document", "size_problem", "line_col",
+           "WRAPPER_KEYS"]
+
+# Objects that wrap the record list, tried in this order (first list wins).
+WRAPPER_KEYS = ("trace", "records", "turns", "proxy_turns", "entries", "data")
+
+_decoder = json.JSONDecoder()
+_WS = " \t\r\n"
+
+
+@contextmanager
+def _gc_paused():
+    """Pause the cyclic GC while parsing: JSON builds millions of acyclic containers and
+    repeated full collections over them cost ~30% of the parse time on big traces."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def line_col(text: str, pos: int) -> tuple[int, int]:
+    """1-based (line, column) of character offset ``pos`` in ``text``."""
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    return line, col
+
+
+@dataclass
+class RecordFile:
+    """Records read from one file. ``lines[i]`` is record i's first line (None if unknown).
+
+    ``container`` is how the records were stored: "array", "jsonl", "object" (a wrapper
+    object, ``wrapper`` holds it minus the list) or "single" (one record object).
+    ``parsed`` is False when nothing at all could be read (missing, too big, not JSON).
+    """
+
+    label: str
+    records: list[Any] = field(default_factory=list)
+    container: str = "array"
+    problems: list[Problem] = field(default_factory=list)
+    parsed: bool = True
+    wrapper: dict[str, Any] | None = None
+    _lines: list[int | None] | None = None
+    _text: str | None = None
+
+    def line_of(self, index: int) -> int | None:
+        """The record's first line; computed lazily (only error paths need it)."""
+        if self._lines is None:
+            self._lines = _array_lines(self._text) if self._text is not None else []
+            self._text = None  # the text was kept only for this; let it go
+        return self._lines[index] if 0 <= index < len(self._lines) else None
+
+    def where(self, index: int, path: str = "") -> str:
+        """``record 3 (line 4) .logprobs``: the place a Problem names."""
+        line = self.line_of(index)
+        loc = f"record {index}" + (f" (line {line})" if line else "")
+        return f"{loc} {path}".rstrip() if path else loc
+
+
+@dataclass
+class Document:
+    """One JSON document; ``value`` is None when it could not be read."""
+
+    label: str
+    value: Any = None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def size_problem(path: Path, label: str, max_mb: float | None) -> Problem | None:
+    """A Problem if ``path`` is larger than ``max_mb`` (checked with stat, nothing read)."""
+    if max_mb is None:
+        return None
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        return Problem(label, "", f"cannot stat file: {e.strerror or e}")
+    if size > max_mb * 1024 * 1024:
+        return Problem(label, "", f"file is {size / 1048576:.1f} MB, over the {max_mb:g} MB limit "
+                                  "(max_file_mb / VIEWER_MAX_FILE_MB); not read")
+    return None
+
+
+def _read_text(path: Path, label: str, max_mb: float | None, problems: list[Problem]) -> str | None:
+    p = size_problem(path, label, max_mb)
+    if p is not None:
+        problems.append(p)
+        return None
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        problems.append(Problem(label, "", f"cannot read file: {e.strerror or e}"))
+        return None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        problems.append(Problem(label, f"byte {e.start}", "not valid UTF-8; undecodable bytes replaced"))
+        return raw.decode("utf-8-sig", errors="replace")
+
+
+def read_document(path: Path, label: str | None = None, max_mb: float | None = None) -> Document:
+    """Parse one JSON document, reporting line/column of a syntax error."""
+    label = label or path.name
+    doc = Document(label)
+    text = _read_text(path, label, max_mb, doc.problems)
+    if text is None:
+        return doc
+    try:
+        with _gc_paused():
+            doc.value = json.loads(text)
+    except json.JSONDecodeError as e:
+        doc.problems.append(Problem(label, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}"))
+    return doc
+
+
+def read_records(path: Path, label: str | None = None, max_mb: float | None = None) -> RecordFile:
+    """Read a record file: JSON array, JSONL, a wrapper object, or one record.
+
+    Fast path: one ``json.loads`` of the whole text. On failure: JSONL is parsed line by
+    line (a bad line is reported and skipped); a broken array is salvaged element by
+    element with ``raw_decode`` up to the first error, whose line/column is reported.
+    """
+    label = label or path.name
+    rf = RecordFile(label)
+    text = _read_text(path, label, max_mb, rf.problems)
+    if text is None:
+        rf.parsed = False
+        return rf
+    start = len(text) - len(text.lstrip(_WS))
+    if start == len(text):
+        rf.problems.append(Problem(label, "", "file is empty", "warning"))
+        rf._lines = []
+        return rf
+    try:
+        with _gc_paused():
+            value = json.loads(text)
+    except json.JSONDecodeError as err:
+        if text[start] == "[":
+            _salvage_array(text, start, rf, err)
+        elif _first_line_is_object(text, start):
+            _read_jsonl(text, rf)
+        else:
+            rf.problems.append(Problem(label, f"line {err.lineno}, column {err.colno}",
+                                       f"invalid JSON: {err.msg}"))
+            rf.parsed = False
+        return rf
+    _accept_value(value, text, rf)
+    return rf
+
+
+def _accept_value(value: Any, text: str, rf: RecordFile) -> None:
+    if isinstance(value, list):
+        rf.records, rf.container, rf._text = value, "array", text
+        return
+    if isinstance(value, dict):
+        for key in WRAPPER_KEYS:
+            if isinstance(value.get(key), list):
+                rf.records, rf.container = value[key], "object"
+                rf.wrapper = {k: v for k, v in value.items() if k != key}
+                rf.wrapper["_list_key"] = key
+                rf._lines = []
+                return
+        rf.records, rf.container, rf._lines = [value], "single", [1]
+        return
+    rf.problems.append(Problem(rf.label, "line 1", f"expected a JSON array or object, got {type(value).__name__}"))
+    rf.parsed = False
+
+
+def _first_line_is_object(text: str, start: int) -> bool:
+    end = text.find("\n", start)
+    first = text[start:] if end < 0 else text[start:end]
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _read_jsonl(text: str, rf: RecordFile) -> None:
+    rf.container = "jsonl"
+    lines: list[int | None] = []
+    for n, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            rf.problems.append(Problem(rf.label, f"line {n}, column {e.colno}",
+                                       f"invalid JSON line skipped: {e.msg}"))
+            continue
+        rf.records.append(rec)
+        lines.append(n)
+    rf._lines = lines
+
+
+def _salvage_array(text: str, start: int, rf: RecordFile, err: json.JSONDecodeError) -> None:
+    """Keep every complete element of a broken/truncated array; report where it broke."""
+    pos = start + 1
+    n = len(text)
+    lines: list[int | None] = []
+    line, line_pos = 1 + text.count("\n", 0, pos), pos  # incremental line counting
+    while True:
+        while pos < n and text[pos] in _WS:
+            pos += 1
+        if pos >= n:
+            msg = "truncated: the array is not closed"
+            break
+        if text[pos] == "]" and not rf.records:
+            msg = ""
+            break
+        line += text.count("\n", line_pos, pos)
+        line_pos = pos
+        try:
+            value, end = _decoder.raw_decode(text, pos)
+        except json.JSONDecodeError as e:
+            msg = f"invalid or truncated JSON: {e.msg}"
+            pos = e.pos
+            break
+        rf.records.append(value)
+        lines.append(line)
+        pos = end
+        while pos < n and text[pos] in _WS:
+            pos += 1
+        if pos < n and text[pos] == ",":
+            pos += 1
+            continue
+        if pos < n and text[pos] == "]":
+            msg = "unexpected content after the array" if text[pos + 1:].strip() else ""
+            pos += 1
+            break
+        msg = "truncated: the array is not closed" if pos >= n else "expected ',' or ']' between records"
+        break
+    rf._lines = lines
+    if not msg:  # the array itself was fine: the error is elsewhere (should not happen)
+        msg = f"invalid JSON: {err.msg}"
+        pos = err.pos
+    ln, col = line_col(text, min(pos, n))
+    rf.problems.append(Problem(rf.label, f"line {ln}, column {col}",
+                               f"{msg}; kept the {len(rf.records)} complete record(s) before it"))
+
+
+def _array_lines(text: str | None) -> list[int | None]:
+    """First line of each element of a valid top-level array (error paths only)."""
+    if not text:
+        return []
+    rf = RecordFile("")
+    start = len(text) - len(text.lstrip(_WS))
+    if not text.startswith("[", start):
+        return []
+    _salvage_array(text, start, rf, json.JSONDecodeError("", text, 0))
+    return list(rf._lines or [])

@@ -1,0 +1,172 @@
+"""Safe intake of user input: typed paths confined to ``data_root``, uploads size-limited.
+
+:func:`resolve_user_path` turns a path typed in the UI into a real path inside
+``Settings.data_root`` (symlinks resolved first, so a link cannot escape).
+:func:`intake_upload` accepts an uploaded file or zip and places it in a target folder:
+zip entries with absolute paths, ``..`` components or symlinks are refused, and the
+archive is refused whole when its total uncompressed size is over the limit (checked
+from the directory *and* enforced while streaming, since headers can lie). Nothing is
+ever written outside the target folder. No parsing happens here.
+"""
+from __future__ import annotations
+
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from viewer.config import Settings
+from viewer.rollout import Problem
+
+__all__ = ["resolve_user_path", "intake_upload", "Intake", "UploadRefused", "MAX_ZIP_ENTRIES"]
+
+MAX_ZIP_ENTRIES = 10_000
+_CHUNK = 1 << 20
+_MARKERS = ("trace.json", "turns.json", "trace.jsonl", "turns.jsonl", "proxy_trace.jsonl")
+
+
+class UploadRefused(ValueError):
+    """The upload as a whole was refused (too big, not a usable archive)."""
+
+
+@dataclass
+class Intake:
+    """Where the accepted upload lies (``root``: a folder or file to load) and what was refused."""
+
+    root: Path
+    files: list[Path] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def resolve_user_path(text: str, settings: Settings | None = None) -> Path:
+    """A typed path -> an existing path inside ``data_root``; ValueError with the reason otherwise.
+
+    Relative paths are taken relative to ``data_root``.
+    """
+    settings = settings or Settings()
+    raw = (text or "").strip()
+    if not raw:
+        raise ValueError("no path given")
+    if "\x00" in raw:
+        raise ValueError("path contains a NUL character")
+    root = Path(settings.data_root).expanduser().resolve()
+    p = Path(raw).expanduser()
+    if not p.is_absolute():
+        p = root / p
+    resolved = p.resolve()
+    if not resolved.is_relative_to(root):
+        raise ValueError(f"{raw}: outside the allowed data folder {root} (data_root / VIEWER_DATA_ROOT); refused")
+    if not resolved.exists():
+        raise ValueError(f"{raw}: no such file or folder under {root}")
+    return resolved
+
+
+def intake_upload(path: str | Path, dest: str | Path, settings: Settings | None = None) -> Intake:
+    """Place an uploaded file (or the safe entries of an uploaded zip) under ``dest``.
+
+    Raises UploadRefused when the upload is over ``max_upload_mb``, a zip's total
+    uncompressed size is over ``max_file_mb`` (zip bomb), or the zip is unreadable.
+    Refused zip entries are reported as Problems; the rest is extracted.
+    """
+    settings = settings or Settings()
+    src, dest = Path(path), Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    size = src.stat().st_size
+    limit = settings.max_upload_mb * 1024 * 1024
+    if size > limit:
+        raise UploadRefused(f"{src.name}: upload is {size / 1048576:.1f} MB, over the "
+                            f"{settings.max_upload_mb} MB limit (max_upload_mb / VIEWER_MAX_UPLOAD_MB)")
+    if not zipfile.is_zipfile(src):
+        name = _safe_name(src.name) or "upload.json"
+        target = dest / name
+        shutil.copyfile(src, target)
+        return Intake(target, [target])
+    return _extract_zip(src, dest.resolve(), settings)
+
+
+def _safe_name(name: str) -> str | None:
+    """A plain file name (no directories) or None."""
+    base = PurePosixPath(name.replace("\\", "/")).name
+    return base if base not in ("", ".", "..") else None
+
+
+def _entry_refusal(info: zipfile.ZipInfo) -> str | None:
+    name = info.filename
+    mode = info.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link"
+    norm = name.replace("\\", "/")
+    if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":"):
+        return "has an absolute path"
+    if ".." in PurePosixPath(norm).parts:
+        return "has a '..' component"
+    if "\x00" in name:
+        return "has a NUL character in its name"
+    return None
+
+
+def _extract_zip(src: Path, dest: Path, settings: Settings) -> Intake:
+    cap = settings.max_file_mb * 1024 * 1024
+    problems: list[Problem] = []
+    written: list[Path] = []
+    try:
+        zf = zipfile.ZipFile(src)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise UploadRefused(f"{src.name}: not a readable zip archive ({e})") from None
+    with zf:
+        infos = zf.infolist()
+        if len(infos) > MAX_ZIP_ENTRIES:
+            raise UploadRefused(f"{src.name}: {len(infos)} entries, over the {MAX_ZIP_ENTRIES} limit")
+        declared = sum(i.file_size for i in infos)
+        if declared > cap:
+            raise UploadRefused(f"{src.name}: uncompressed size {declared / 1048576:.1f} MB is over the "
+                                f"{settings.max_file_mb} MB limit (max_file_mb); refused as a possible zip bomb")
+        total = 0
+        for info in infos:
+            if info.is_dir():
+                continue
+            why = _entry_refusal(info)
+            target = (dest / info.filename.replace("\\", "/")).resolve() if why is None else None
+            if target is not None and not target.is_relative_to(dest):
+                why = "would be written outside the target folder"
+            if why is not None:
+                problems.append(Problem(src.name, info.filename, f"zip entry {why}; refused"))
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                total = _copy_capped(zf, info, target, total, cap)
+            except UploadRefused:
+                for p in written + [target]:
+                    p.unlink(missing_ok=True)
+                raise
+            except (zipfile.BadZipFile, OSError, RuntimeError) as e:
+                target.unlink(missing_ok=True)
+                problems.append(Problem(src.name, info.filename, f"cannot extract: {e}"))
+                continue
+            written.append(target)
+    return Intake(_capture_root(dest, written), written, problems)
+
+
+def _copy_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, total: int, cap: int) -> int:
+    """Stream one entry, stopping if it exceeds its declared size or the total cap."""
+    n = 0
+    with zf.open(info) as fin, open(target, "wb") as fout:
+        while chunk := fin.read(_CHUNK):
+            n += len(chunk)
+            if n > info.file_size or total + n > cap:
+                fout.close()
+                raise UploadRefused(f"{info.filename}: decompresses past its declared size or the "
+                                    f"{cap // 1048576} MB limit; refused as a possible zip bomb")
+            fout.write(chunk)
+    return total + n
+
+
+def _capture_root(dest: Path, files: list[Path]) -> Path:
+    """The shallowest folder holding a trace/turns file; else the only file; else ``dest``."""
+    hits = sorted((p for p in files if p.name in _MARKERS), key=lambda p: (len(p.parts), str(p)))
+    if hits:
+        return hits[0].parent
+    if len(files) == 1:
+        return files[0]
+    return dest
