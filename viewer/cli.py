@@ -83,6 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("source", metavar="SOURCE", help="capture folder, trace.json/turns.json file")
     s.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     s.set_defaults(func=_cmd_summary)
+    # Other commands live beside the code they drive; each module adds its own subparser.
+    for module in ("viewer.drift_cli", "viewer.capture.cli"):
+        try:
+            mod = __import__(module, fromlist=["add_parser"])
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            continue
+        mod.add_parser(sub)
     return parser
 
 

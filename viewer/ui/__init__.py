@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..config import Settings
-from . import browse
+from . import browse, capture_tab, datasets_tab, drift_tab
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs"]
@@ -70,6 +70,14 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     with gr.Blocks(title="Rollout Inspector", analytics_enabled=False) as demo:
         gr.HTML(TITLE_MD)
         b = browse.build(settings, store)
+        # Each further screen is a tab builder in its own module (see viewer/ui/*_tab.py).
+        with b.tabs:
+            with gr.Tab("Drift", id="drift"):
+                drift_tab.build(settings, store, b)
+            with gr.Tab("Datasets", id="datasets"):
+                datasets_tab.build(settings, store, b)
+            with gr.Tab("Capture", id="capture"):
+                capture_tab.build(settings, store, b)
 
         def on_load(request: gr.Request):
             q = dict(request.query_params) if request is not None else {}

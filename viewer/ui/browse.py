@@ -37,10 +37,14 @@ def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
 class Browse:
     """Components other screens (drift, capture) need to drive the browser."""
 
-    key: gr.State
-    turn: gr.State
-    outputs: list[gr.components.Component]
-    open_fn: Any
+    key: gr.State  # store key of the open rollout (see RolloutStore)
+    turn: gr.State  # index of the selected turn
+    tabs: gr.Tabs  # re-enter with `with browse.tabs:` to add a screen
+    outputs: list[gr.components.Component]  # what open_fn / show_fn return values for
+    open_fn: Any  # (spec, index=None, focus=None, mode="mask") -> values for outputs
+    show_fn: Any  # (Opened, index=None, note="") -> values for outputs
+    turn_outputs: list[gr.components.Component]  # what select_fn returns values for
+    select_fn: Any  # (key, index) -> values for turn_outputs
 
 
 def _default_turn(op: Opened) -> int | None:
@@ -77,7 +81,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                                          elem_id="tokenizer-box", scale=4)
                     tok_btn = gr.Button("Apply", scale=1, min_width=60)
 
-    with gr.Tabs(elem_id="main-tabs"):
+    with gr.Tabs(elem_id="main-tabs") as tabs:
         with gr.Tab("Tokens", id="tokens"):
             with gr.Row(equal_height=True, elem_id="turn-controls"):
                 trained_only = gr.Checkbox(label="trained turns only", value=False, elem_id="f-trained", min_width=120)
@@ -235,4 +239,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return failure(str(e))
         return open_path(p, index=index, focus=focus, mode=mode)
 
-    return Browse(key, turn, outputs, deep_link)
+    def show(op: Opened, index=None, note: str = "") -> list:
+        return open_values(op, index, note=note)
+
+    return Browse(key, turn, tabs, outputs, deep_link, show, turn_outputs, on_select_turn)

@@ -62,12 +62,18 @@ class RolloutStore:
         capture_dir = path if path.is_dir() else path.parent
         return self._remember(self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override))
 
-    def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path,
+    def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
                         override: str) -> Opened:
         choice = resolve_tokenizer(rollout.model, override or self.settings.tokenizer or None,
                                    capture_dir=capture_dir)
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
         return Opened(key, rollout, path, choice, table)
+
+    def put(self, rollout: Rollout, capture_dir: Path | None = None, tokenizer_override: str = "") -> Opened:
+        """Cache a rollout that did not come from a path (a dataset row, a live capture)."""
+        key = hashlib.sha1(f"{rollout.source}|{id(rollout)}|{tokenizer_override}".encode()).hexdigest()[:16]
+        path = Path(capture_dir) if capture_dir else Path(rollout.source)
+        return self._remember(self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override))
 
     def get(self, key: str | None) -> Opened | None:
         if not key:
