@@ -34,7 +34,7 @@ def tokenizer_name(model: str | None) -> str | None:
 def summary_of(ro: Rollout) -> dict[str, Any]:
     """The summary document: the keys in SUMMARY_KEYS plus source and problems."""
     doc: dict[str, Any] = {"source": ro.source, "format": ro.format, "model": ro.model,
-                           "tokenizer": tokenizer_name(ro.model)}
+                           "tokenizer": ro.meta.get("tokenizer") or tokenizer_name(ro.model)}
     doc.update(ro.stats())
     doc["problems"] = [{"severity": p.severity, "file": p.file, "where": p.where, "message": p.message}
                        for p in ro.problems]
@@ -53,7 +53,8 @@ def _cmd_summary(args: argparse.Namespace, settings: Settings) -> int:
     from viewer.sources import SourceError, SourceNotFound, load_source
 
     try:
-        ro = load_source(args.source, settings)
+        ro = load_source(args.source, settings, split=getattr(args, "split", None), row=getattr(args, "row", None),
+                         config=getattr(args, "config", None), format=getattr(args, "format", None))
     except SourceNotFound as e:
         print(f"error: {e.message}", file=sys.stderr)
         return 2
@@ -80,8 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     s = sub.add_parser("summary", help="counts, model, tokenizer and problems for a capture folder or file")
-    s.add_argument("source", metavar="SOURCE", help="capture folder, trace.json/turns.json file")
+    s.add_argument("source", metavar="SOURCE", help="capture folder, trace.json/turns.json file, a dataset file "
+                                                    "(parquet/JSONL/JSON) or folder, or hf://datasets/OWNER/NAME[/path]")
     s.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    s.add_argument("--split", help="dataset split (default: train when the files name one)")
+    s.add_argument("--config", help="dataset config (README configs, or a folder name)")
+    s.add_argument("--row", type=int, help="row of a row dataset (default: the first listed row)")
+    s.add_argument("--format", default=None, help="row format when detection is ambiguous: atif, opencode, agentcap, "
+                                                  "harbor, openenv-contract, messages, capture")
     s.set_defaults(func=_cmd_summary)
     # Other commands live beside the code they drive; each module adds its own subparser.
     for module in ("viewer.drift_cli", "viewer.capture.cli"):

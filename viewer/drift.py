@@ -34,7 +34,7 @@ from viewer.tokenizer import render_prompt_text, token_table
 __all__ = [
     "AL_CLASS", "CAUSES", "ChangedSpan", "Classification", "PrefixCheck", "RenderComparison",
     "RoundTrip", "TemplateCheck", "Window", "classify_divergence", "common_prefix", "prefix_audit",
-    "repro", "roundtrip", "scan", "template_check",
+    "repro", "roundtrip", "scan", "template_check", "TurnReport", "turn_report",
 ]
 
 # Stable cause names (the UI and the scan totals key on them).
@@ -900,3 +900,71 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
     if cancel is not None and cancel.is_set():
         totals["cancelled"] = True
     return {"turns": turns, "totals": totals}
+
+
+# --------------------------------------------------------------------------------------
+# Per-turn report (what the Drift screen shows for one selected turn)
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class TurnReport:
+    """All drift checks for one turn of a rollout, plus the rollout's trainer rows.
+
+    ``prev`` is the agent turn before it (None for the first, or a bookkeeping turn,
+    which the prefix audit does not chain). ``rows`` is :func:`viewer.rows.build_rows`
+    over the rollout's agent turns (recorded prompt ids); ``verdict`` this turn's entry.
+    ``repros`` holds one :func:`repro` document per drifted check (needs a tokenizer).
+    """
+
+    rollout: str
+    turn: Turn
+    prev: Turn | None
+    tokenizer: str | None
+    roundtrip: RoundTrip
+    template: TemplateCheck
+    prefix: PrefixCheck
+    rows: Any                          # viewer.rows.Rows
+    verdict: Any | None                # viewer.rows.TurnVerdict
+    is_agent: bool = True
+
+    @property
+    def drifted(self) -> bool:
+        return (self.roundtrip.equal is False or self.template.equal is False
+                or self.prefix.status == "broken")
+
+    def repros(self, tok) -> dict[str, dict[str, Any]]:
+        """``{"roundtrip"|"template"|"prefix": repro document}`` for each check that drifted."""
+        if tok is None:
+            return {}
+        out: dict[str, dict[str, Any]] = {}
+        if self.roundtrip.equal is False:
+            out["roundtrip"] = repro(self.roundtrip, tok, turn=self.turn, rollout=self.rollout)
+        if self.template.equal is False:
+            out["template"] = repro(self.template, tok, turn=self.turn, rollout=self.rollout)
+        if self.prefix.status == "broken":
+            out["prefix"] = repro(self.prefix, tok, turn=self.turn, prev=self.prev, rollout=self.rollout)
+        return out
+
+
+def turn_report(rollout: Rollout, index: int, tok, *, plain: bool = True, tokenizer_name: str | None = None,
+                fork_threshold_tokens: int = 1024) -> TurnReport:
+    """Run the three checks on turn ``index`` (KeyError if absent) and stitch the rows.
+
+    ``tokenizer_name`` labels the tokenizer (default: its ``name_or_path``)."""
+    from viewer.rows import build_rows
+
+    turn = rollout.turn(index)
+    agent = rollout.agent_turns
+    prev = None
+    if turn.kind == "agent":
+        pos = next(i for i, t in enumerate(agent) if t.index == turn.index)
+        prev = agent[pos - 1] if pos > 0 else None
+    rows = build_rows(agent, fork_threshold_tokens=fork_threshold_tokens)
+    verdict = next((v for v in rows.verdicts if v.turn == turn.index), None)
+    name = None if tok is None else (tokenizer_name or getattr(tok, "name_or_path", None) or type(tok).__name__)
+    return TurnReport(rollout=rollout.source, turn=turn, prev=prev, tokenizer=name,
+                      roundtrip=roundtrip(turn, tok), template=template_check(turn, tok, plain=plain),
+                      prefix=prefix_audit(prev, turn, tok) if turn.kind == "agent" else
+                      PrefixCheck(status="first", next_len=len(turn.prompt_ids),
+                                  unchecked="bookkeeping call: not part of the agent's conversation"),
+                      rows=rows, verdict=verdict, is_agent=turn.kind == "agent")

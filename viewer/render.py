@@ -243,3 +243,351 @@ def problems_html(problems: list[Problem]) -> str:
                    f'<td>{esc(p.where)}</td><td>{esc(p.message)}</td></tr>' for p in problems)
     return ('<table class="ri-problems"><thead><tr><th>severity</th><th>file</th><th>where</th>'
             f'<th>problem</th></tr></thead><tbody>{rows}</tbody></table>')
+
+
+# ======================================================================================
+# Drift (issue 4): per-turn drift report, trainer-row token views, scan summary.
+# Inputs are viewer.drift / viewer.rows values; every data string goes through esc().
+# ======================================================================================
+
+DRIFT_CSS = """
+.ri-drift { display: flex; flex-direction: column; gap: 12px; font-size: 13px; }
+.ri-drift h4 { margin: 0 0 6px; font-size: 14px; }
+.ri-d-sec { border: 1px solid var(--border-color-primary); border-radius: 8px; padding: 8px 12px; }
+.ri-d-head { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
+.ri-d-badge { display: inline-block; padding: 1px 8px; border-radius: 999px; font-size: 12px; font-weight: 600;
+  border: 1px solid var(--border-color-primary); }
+.ri-d-ok { color: #059669; border-color: rgba(5,150,105,.5); }
+.ri-d-bad { color: #dc2626; border-color: rgba(220,38,38,.5); }
+.ri-d-na { color: var(--body-text-color-subdued); }
+.ri-d-cause { font-family: var(--font-mono); }
+.ri-d-table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
+.ri-d-table td, .ri-d-table th { border: 1px solid var(--border-color-primary); padding: 3px 6px; vertical-align: top; text-align: left; }
+.ri-d-table tr.ri-d-cur td { background: rgba(99,102,241,.10); font-weight: 600; }
+.ri-d-chips { display: flex; flex-wrap: wrap; gap: 3px; }
+.ri-d-chip { display: inline-flex; flex-direction: column; align-items: center; font-family: var(--font-mono);
+  border: 1px solid var(--border-color-primary); border-radius: 4px; padding: 1px 3px; }
+.ri-d-chip .tk { white-space: pre; }
+.ri-d-chip small { font-size: 10px; color: var(--body-text-color-subdued); }
+.ri-d-chip.ri-d-brk { border-color: #dc2626; border-style: dashed; }
+.ri-d-side { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; }
+.ri-d-side > div > b { font-size: 12px; }
+.ri-d-text { font-family: var(--font-mono); font-size: 12px; white-space: pre-wrap; word-break: break-all; margin: 4px 0;
+  padding: 4px 6px; border-radius: 4px; background: var(--background-fill-secondary); }
+.ri-d-text mark { background: rgba(220,38,38,.25); color: inherit; }
+.ri-d-ev { margin: 4px 0; }
+.ri-d-scroll { max-height: 460px; overflow: auto; margin-top: 6px; }
+.ri-d-scroll thead th { position: sticky; top: 0; background: var(--background-fill-primary); }
+"""
+
+_DRIFT_SPAN_LIMIT = 150  # changed spans listed per turn (the rest counted)
+
+
+def _badge(text: Any, state: str) -> str:
+    return f'<span class="ri-d-badge ri-d-{esc(state)}">{esc(text)}</span>'
+
+
+def _state(equal: bool | None) -> str:
+    return "na" if equal is None else ("ok" if equal else "bad")
+
+
+def _vis(text: str) -> str:
+    from .tokenizer import visible
+
+    return visible(text)
+
+
+def _chips(ids: list[int], pieces: list[str], *, lps: list[float | None] | None = None,
+           special: list[bool] | None = None, start: int | None = None, brk: int | None = None) -> str:
+    """One chip per token: visible text, id (and sampled logprob, position when given)."""
+    out = []
+    for n, (i, p) in enumerate(zip(ids, pieces)):
+        sp = bool(special and n < len(special) and special[n])
+        pos = (start + n) if start is not None else None
+        cls = "ri-d-chip" + (" ri-d-brk" if brk is not None and pos is not None and pos >= brk else "")
+        extra = ""
+        if lps is not None and n < len(lps):
+            extra += f"<small>lp {esc(_fmt(lps[n], 2))}</small>"
+        if pos is not None:
+            extra += f"<small>@{pos}</small>"
+        out.append(f'<span class="{cls}"><span class="tk{" sp" if sp else ""}">{esc(_vis(p)) or "∅"}</span>'
+                   f"<small>{esc(i)}</small>{extra}</span>")
+    return f'<span class="ri-d-chips">{"".join(out)}</span>'
+
+
+def _special_of(table: Any, ids: list[int]) -> list[bool] | None:
+    try:
+        return table.special(ids) if table is not None else None
+    except Exception:
+        return None
+
+
+def drift_roundtrip_html(rt: Any, table: Any = None) -> str:
+    """Section 1: ``decode → encode`` of the output, changed spans side by side."""
+    head = "<h4>Output round trip: decode(sampled ids) → encode(text)</h4>"
+    if rt.unchecked:
+        return f'<section class="ri-d-sec" data-check="roundtrip">{head}{_badge("not checked", "na")} {esc(rt.unchecked)}</section>'
+    if rt.equal:
+        return (f'<section class="ri-d-sec" data-check="roundtrip">{head}{_badge("identical", "ok")} '
+                f'the {rt.n_sampled:,} sampled ids re-encode to exactly the same ids.</section>')
+    causes = ", ".join(f"{c} × {n}" for c, n in sorted(rt.causes.items(), key=lambda kv: -kv[1]))
+    rows = []
+    for n, s in enumerate(rt.changed_spans[:_DRIFT_SPAN_LIMIT]):
+        rows.append(
+            f'<tr data-cause="{esc(s.cause)}"><td>{n}</td><td>{s.start}–{s.end}<br><small>re {s.re_start}–{s.re_end}</small></td>'
+            f"<td>{s.char_start}–{s.char_end}</td><td class=\"ri-d-cause\">{esc(s.cause)}<br><small>{esc(s.al_class)}</small></td>"
+            f"<td>{_chips(s.sampled_ids, s.sampled_pieces, lps=s.sampled_logprobs, special=_special_of(table, s.sampled_ids))}</td>"
+            f"<td>{_chips(s.reencoded_ids, s.reencoded_pieces, special=_special_of(table, s.reencoded_ids))}</td></tr>")
+    more = len(rt.changed_spans) - _DRIFT_SPAN_LIMIT
+    tail = f'<div class="ri-note">… {more:,} more changed spans not listed.</div>' if more > 0 else ""
+    return (f'<section class="ri-d-sec" data-check="roundtrip">{head}{_badge("not equal", "bad")} '
+            f"{rt.n_sampled:,} sampled ids → {rt.n_reencoded:,} re-encoded ids; "
+            f"{len(rt.changed_spans):,} changed span(s), first at output token {esc(rt.first_mismatch)}; "
+            f'causes: <span class="ri-d-cause">{esc(causes)}</span>'
+            '<div class="ri-d-scroll"><table class="ri-d-table"><thead><tr><th>#</th><th>tokens</th><th>chars</th>'
+            "<th>cause</th><th>sampled pieces (id, logprob)</th><th>re-encoded pieces (id)</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table></div>{tail}</section>")
+
+
+def _classification_html(cl: Any, labels: tuple[str, str]) -> str:
+    if cl is None:
+        return ""
+    return (f'<div class="ri-d-ev">cause {_badge(cl.cause, "bad")} <span class="ri-note">({esc(cl.al_class)})</span> '
+            f"{esc(cl.evidence)}</div>"
+            f'<div class="ri-d-side"><div><b>{esc(labels[0])}</b><div class="ri-d-text">{esc(cl.common_text)}'
+            f"<mark>{esc(cl.a_text)}</mark></div></div>"
+            f'<div><b>{esc(labels[1])}</b><div class="ri-d-text">{esc(cl.common_text)}'
+            f"<mark>{esc(cl.b_text)}</mark></div></div></div>")
+
+
+def _windows_html(wa: Any, wb: Any, brk: int | None, labels: tuple[str, str], table: Any) -> str:
+    if wa is None or wb is None:
+        return ""
+    return (f'<div class="ri-d-side"><div><b>{esc(labels[0])} from token {wa.start}</b>'
+            f"{_chips(wa.ids, wa.pieces, special=_special_of(table, wa.ids), start=wa.start, brk=brk)}</div>"
+            f'<div><b>{esc(labels[1])} from token {wb.start}</b>'
+            f"{_chips(wb.ids, wb.pieces, special=_special_of(table, wb.ids), start=wb.start, brk=brk)}</div></div>")
+
+
+_VARIANT_LABEL = {
+    "vllm": "vLLM-style render (tool-call arguments parsed to objects, request's chat_template_kwargs applied)",
+    "plain": "plain TRL-style render (messages and tools as recorded, no kwargs)",
+}
+
+
+def drift_template_html(tc: Any, table: Any = None) -> str:
+    """Section 2: the prompt re-rendered through the chat template vs the recorded ids."""
+    src = {"engine": "the engine's prompt_token_ids", "stored": "the stored prompt_ids"}.get(tc.prompt_source,
+                                                                                         f"{tc.prompt_source} ids")
+    head = f"<h4>Prompt re-render (what the trainer would see) vs {esc(src)}</h4>"
+    if tc.unchecked and tc.vllm is None:
+        return f'<section class="ri-d-sec" data-check="template">{head}{_badge("not checked", "na")} {esc(tc.unchecked)}</section>'
+    parts = [f'<div class="ri-note">chat_template_kwargs: {esc(json.dumps(tc.chat_template_kwargs, ensure_ascii=False))} · '
+             f"{tc.stored_len:,} recorded prompt ids</div>"]
+    for rc in (tc.vllm, tc.plain):
+        if rc is None:
+            continue
+        label = f'<div data-variant="{esc(rc.variant)}"><b>{esc(_VARIANT_LABEL.get(rc.variant, rc.variant))}</b>: '
+        if rc.error:
+            parts.append(f"{label}{_badge('render failed', 'na')} {esc(rc.error)}</div>")
+        elif rc.equal:
+            parts.append(f"{label}{_badge('equal', 'ok')} {rc.rendered_len:,} ids, identical.</div>")
+        else:
+            parts.append(f"{label}{_badge('differs', 'bad')} first divergence at prompt token "
+                         f"{esc(rc.first_mismatch)} (recorded {tc.stored_len:,}, rendered {rc.rendered_len:,} ids)"
+                         f"{_windows_html(rc.stored_window, rc.rendered_window, rc.first_mismatch, ('recorded', 'rendered'), table)}"
+                         f"{_classification_html(rc.classification, ('recorded', 'rendered'))}</div>")
+    return f'<section class="ri-d-sec" data-check="template">{head}{"".join(parts)}</section>'
+
+
+def drift_prefix_html(pc: Any, turn: Any = None, prev: Any = None, table: Any = None) -> str:
+    """Section 3: does this prompt extend the previous agent turn's prompt + output?"""
+    this = f"turn {turn.index}" if turn is not None else "this turn"
+    before = f"turn {prev.index}" if prev is not None else "the previous turn"
+    head = f"<h4>Turn-to-turn prefix audit: does {esc(this)}'s prompt extend {esc(before)}'s prompt + output?</h4>"
+    if pc.status == "first":
+        why = pc.unchecked or "first agent turn: nothing to extend."
+        return f'<section class="ri-d-sec" data-check="prefix">{head}{_badge("first", "na")} {esc(why)}</section>'
+    if pc.status == "clean":
+        return (f'<section class="ri-d-sec" data-check="prefix">{head}{_badge("clean", "ok")} all {pc.held_len:,} '
+                f"held tokens are a prefix of the {pc.next_len:,}-token prompt.</section>")
+    where = "inside the previous turn's sampled output" if pc.in_output else "inside the previous turn's prompt"
+    body = (f"{_badge('broken', 'bad')} breaks at held token {esc(pc.divergence)} ({where}): "
+            f"{pc.matched:,} of {pc.held_len:,} held tokens match; <b>{pc.tokens_rerendered:,}</b> tokens re-rendered.")
+    if pc.unchecked:
+        body += f' <span class="ri-note">({esc(pc.unchecked)})</span>'
+    body += _windows_html(pc.held_window, pc.next_window, pc.divergence, ("held (prompt + output)", "next prompt"), table)
+    body += _classification_html(pc.classification, ("held (prompt + output)", "next prompt"))
+    return f'<section class="ri-d-sec" data-check="prefix">{head}{body}</section>'
+
+
+def drift_rows_html(rows: Any, turn_index: int | None = None) -> str:
+    """Section 4: CLEAN / REALIGN / FORK per turn with matched, drift and lost gradient; totals."""
+    head = (f"<h4>Trainer rows (TRL message mode, fork threshold {rows.fork_threshold_tokens:,} tokens)</h4>")
+    trs = []
+    for v in rows.verdicts:
+        lost = f"{v.tokens_losing_gradient:,}" + (f" (of turn {v.lost_from_turn})" if v.lost_from_turn is not None else "")
+        cur = ' class="ri-d-cur"' if turn_index is not None and v.turn == turn_index else ""
+        state = {"CLEAN": "ok", "FIRST": "na", "SKIPPED": "na"}.get(v.verdict, "bad")
+        trs.append(f'<tr{cur} data-turn="{v.turn}"><td>{v.turn}</td><td>{_badge(v.verdict, state)}</td>'
+                   f"<td>{v.matched:,}</td><td>{v.drift:,}</td><td>{v.held_len:,}</td><td>{lost}</td>"
+                   f"<td>{v.trained_tokens:,}</td><td>{v.own_tokens_lost:,}</td><td>{v.kept_trained:,}</td>"
+                   f"<td>{'—' if v.row is None else v.row}</td><td>{esc(v.reason or '')}</td></tr>")
+    c = rows.counts()
+    totals = (f'<div class="ri-d-ev">rollout totals: {len(rows.rows)} row(s) kept ({rows.dropped_rows} dropped, no trained '
+              f"token) · CLEAN {c['CLEAN']} · REALIGN {c['REALIGN']} · FORK {c['FORK']} · sampled trained tokens "
+              f"{rows.trained_tokens:,} · kept with gradient {rows.kept_trained_tokens:,} · "
+              f"<b>losing gradient {rows.tokens_losing_gradient:,}</b></div>")
+    return (f'<section class="ri-d-sec" data-check="rows">{head}'
+            '<table class="ri-d-table"><thead><tr><th>turn</th><th>verdict</th><th>matched</th><th>drift</th>'
+            "<th>held</th><th>tokens losing gradient</th><th>trained tokens</th><th>own tokens lost</th>"
+            "<th>kept trained</th><th>row</th><th>note</th></tr></thead>"
+            f"<tbody>{''.join(trs)}</tbody></table>{totals}</section>")
+
+
+def drift_turn_html(report: Any, table: Any = None, tokenizer_note: str = "") -> str:
+    """The whole per-turn drift report (a :class:`viewer.drift.TurnReport`)."""
+    t = report.turn
+    rt, tc, pc = report.roundtrip, report.template, report.prefix
+    badges = [
+        _badge("round trip: " + ("identical" if rt.equal else ("not checked" if rt.equal is None else
+                                                            f"{len(rt.changed_spans)} span(s), {rt.cause}")),
+               _state(rt.equal)),
+        _badge("re-render: " + ("equal" if tc.equal else ("not checked" if tc.equal is None else f"{tc.cause}")),
+               _state(tc.equal)),
+        _badge("prefix: " + pc.status + (f", {pc.cause}" if pc.cause else ""),
+               {"clean": "ok", "broken": "bad"}.get(pc.status, "na")),
+    ]
+    if report.verdict is not None:
+        v = report.verdict
+        badges.append(_badge(f"row: {v.verdict}" + (f", {v.tokens_losing_gradient} lose gradient"
+                                                     if v.tokens_losing_gradient else ""),
+                             {"CLEAN": "ok", "FIRST": "na", "SKIPPED": "na"}.get(v.verdict, "bad")))
+    notes = []
+    if report.tokenizer is None:
+        notes.append('<div class="ri-notice ri-error" data-no-tokenizer="1">No tokenizer for this rollout: the round '
+                     "trip and the prompt re-render need one and are not checked. The prefix audit and the trainer "
+                     "rows below work on ids alone. Choose a tokenizer under “Open a rollout”.</div>")
+    if tokenizer_note:
+        notes.append(f'<div class="ri-note">{esc(tokenizer_note)}</div>')
+    if not report.is_agent:
+        notes.append('<div class="ri-warn">A bookkeeping call (filtered from training): the prefix audit and the '
+                     "trainer rows cover agent turns only.</div>")
+    head = (f'<div class="ri-d-head"><b>Turn {t.index}</b> · call {t.call} · {esc(t.kind)} ({esc(t.role)}) · '
+            f'tokenizer {esc(report.tokenizer or "none")} · {"".join(badges)}</div>')
+    return (f'<div class="ri-drift" data-turn="{t.index}" data-drifted="{int(report.drifted)}"><style>{DRIFT_CSS}</style>'
+            f'{head}{"".join(notes)}{drift_roundtrip_html(rt, table)}{drift_template_html(tc, table)}'
+            f"{drift_prefix_html(pc, t, report.prev, table)}{drift_rows_html(report.rows, t.index)}</div>")
+
+
+def drift_empty_html(message: str) -> str:
+    return f'<div class="ri-drift"><style>{DRIFT_CSS}</style>{notice_html(message)}</div>'
+
+
+def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special: list[bool] | None = None,
+                  logprobs: list[float | None] | None = None, prompt_len: int = 0, turn: int = 0,
+                  trained: bool = True, kind: str = "agent", role: str = "main", prompt_source: str = "",
+                  output_source: str = "", exact: bool = True, oov: list[int] | None = None, low: float = -2.5,
+                  context_tail: int = 512, page_tokens: int = 50000, note: str = "") -> str:
+    """A token-view payload (same JSON as :func:`token_view_payload`) from plain arrays.
+
+    ``kinds`` per position: 0 context, 1 trained (mask 1), 2 output without gradient.
+    """
+    n = len(ids)
+    lps = [_lp(v) for v in (logprobs or [])] + [None] * max(0, n - len(logprobs or []))
+    payload = {
+        "v": 1, "turn": turn, "trained": trained, "kind": kind, "role": role, "prompt_len": prompt_len,
+        "prompt_source": prompt_source, "output_source": output_source, "exact": exact,
+        "ids": list(ids), "t": list(texts), "sp": [i for i, s in enumerate(special or []) if s],
+        "k": list(kinds), "lp": lps[:n], "top": {}, "alt": {}, "oov": list(oov or []), "low": low,
+        "tail": max(0, int(context_tail)), "page": max(1000, int(page_tokens)), "focus": None,
+        "mode": "mask", "note": note,
+    }
+    return safe_json(payload)
+
+
+def trainer_rows(rows: Any) -> list[tuple[str, Any]]:
+    """(label, TrainingRow) for every row the stitcher built: kept rows, then dropped ones."""
+    out = []
+    for n, r in enumerate(rows.rows):
+        out.append((f"row {n} · turns {', '.join(str(t) for t in r.turns)} · {len(r.input_ids):,} tokens · "
+                    f"{r.trained_tokens:,} trained", r))
+    for n, r in enumerate(getattr(rows, "dropped", []) or []):
+        out.append((f"dropped row {n} · turns {', '.join(str(t) for t in r.turns)} · {len(r.input_ids):,} tokens · "
+                    "no trained token left", r))
+    return out
+
+
+def row_view_payload(row: Any, table: Any = None, *, turn: int | None = None, label: str = "", low: float = -2.5,
+                     context_tail: int = 512, page_tokens: int = 50000) -> str:
+    """One trainer row (a :class:`viewer.rows.TrainingRow`) as a token view: mask 1 = trained.
+
+    Prompt tails are context (0); outputs with mask 1 are trained (1), outputs with mask 0
+    are output without gradient (2). ``prompt_len`` is where ``turn``'s output starts (else the
+    first output), so the view opens on it. Logprobs are the row's old_log_probs on mask-1 tokens.
+    """
+    kinds = [0] * len(row.input_ids)
+    for s in row.spans:
+        if s.part == "output":
+            for i in range(s.start, s.end):
+                kinds[i] = 1 if row.completion_mask[i] else 2
+    outs = [s for s in row.spans if s.part == "output"]
+    mark = next((s for s in outs if s.turn == turn), outs[0] if outs else None)
+    p = mark.start if mark is not None else len(row.input_ids)
+    if table is not None:
+        texts, special, oov, exact = (table.texts(row.input_ids), table.special(row.input_ids),
+                                      table.out_of_vocab(row.input_ids), True)
+    else:
+        texts, special, oov, exact = [f"⟨{i}⟩" for i in row.input_ids], None, [], False
+    lps = [lp if m else None for lp, m in zip(row.old_log_probs, row.completion_mask)]
+    return token_payload(row.input_ids, texts, kinds, special=special, logprobs=lps, prompt_len=p,
+                         turn=mark.turn if mark is not None else (turn or 0), trained=row.trained_tokens > 0,
+                         prompt_source="trainer row", output_source=label or "trainer row", exact=exact,
+                         oov=oov, low=low, context_tail=context_tail, page_tokens=page_tokens)
+
+
+def drift_scan_html(result: dict[str, Any], note: str = "") -> str:
+    """Totals of a dataset scan (:func:`viewer.drift.scan` result)."""
+    t = result.get("totals", {})
+    causes = ", ".join(f"{c} {n}" for c, n in sorted(t.get("by_cause", {}).items(), key=lambda kv: -kv[1])) or "none"
+    state = "cancelled" if t.get("cancelled") else "done"
+    parts = [
+        _kv("rollouts", t.get("rollouts", 0)), _kv("turns checked", t.get("turns", 0)),
+        _kv("drifted turns", t.get("drifted_turns", 0)), _kv("round trip drifted", t.get("retokenize_drifted", 0)),
+        _kv("re-render drifted", t.get("template_drifted", 0)), _kv("broken prefixes", t.get("prefix_broken", 0)),
+        _kv("forked rows", t.get("forked_rows", 0)), _kv("tokens losing gradient", t.get("tokens_losing_gradient", 0)),
+        _kv("unchecked", t.get("unchecked", 0)),
+    ]
+    extra = f'<div class="ri-note">{esc(note)}</div>' if note else ""
+    return (f'<div class="ri-header" data-scan="{state}"><div class="ri-kvs">{"".join(parts)}</div>'
+            f'<div class="ri-note">scan {state} · by cause: <span class="ri-d-cause">{esc(causes)}</span></div>{extra}</div>')
+
+
+__all__ += ["DRIFT_CSS", "drift_turn_html", "drift_roundtrip_html", "drift_template_html", "drift_prefix_html",
+            "drift_rows_html", "drift_empty_html", "drift_scan_html", "token_payload", "row_view_payload", "trainer_rows"]
+
+
+# ---------------------------------------------------------------------------------------
+# Datasets (issue 5): status line of the Datasets tab. Every data string goes through esc().
+# ---------------------------------------------------------------------------------------
+
+
+def dataset_status_html(source: str, fmt: str | None, *, alternatives: Iterable[str] = (), total: int | None = None,
+                        page: int | None = None, pages: int | None = None, note: str = "",
+                        bytes_read: int | None = None, kind: str = "info") -> str:
+    """What is open in the Datasets tab: source, format (and the other formats it matches), page, notes."""
+    parts = [_kv("source", source), _kv("format", fmt or "unknown")]
+    alts = [a for a in alternatives if a]
+    if alts:
+        parts.append(_kv("also matches", ", ".join(alts)))
+    if total is not None:
+        parts.append(_kv("rows", f"{total:,}"))
+    if page is not None:
+        parts.append(_kv("page", f"{page + 1} / {pages if pages is not None else '?'}"))
+    if bytes_read is not None:
+        parts.append(_kv("read", f"{bytes_read / 1048576:.2f} MB"))
+    extra = f'<div class="ri-note">{esc(note)}</div>' if note else ""
+    return f'<div class="ri-ds ri-{esc(kind)}"><div class="ri-kvs">{"".join(parts)}</div>{extra}</div>'
+
+
+__all__ += ["dataset_status_html"]

@@ -24,8 +24,10 @@ TurnKind = Literal["agent", "bookkeeping"]
 # none: not available (no ids recorded and no tokenizer to render with).
 PromptSource = Literal["engine", "stored", "rerender", "none"]
 # engine: vLLM return_token_ids / completion_token_ids; token_id_strings: parsed from
-# "token_id:N" logprob entries; stored: a turns file; none: text only.
-OutputSource = Literal["engine", "token_id_strings", "stored", "none"]
+# "token_id:N" logprob entries; stored: a turns file; derived: rendered locally from the
+# reply's text through a chat template (text-only datasets; a reconstruction, never exact);
+# none: text only.
+OutputSource = Literal["engine", "token_id_strings", "stored", "derived", "none"]
 
 
 @dataclass(frozen=True)

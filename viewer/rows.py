@@ -110,6 +110,7 @@ class Rows:
     verdicts: list[TurnVerdict]
     dropped_rows: int = 0
     fork_threshold_tokens: int = FORK_THRESHOLD_TOKENS
+    dropped: list[TrainingRow] = field(default_factory=list)  # the rows left without a trained token
 
     @property
     def tokens_losing_gradient(self) -> int:
@@ -218,4 +219,6 @@ def build_rows(turns: Sequence[Turn], *, fork_threshold_tokens: int = FORK_THRES
                 kept[s.turn] = kept.get(s.turn, 0) + sum(r.completion_mask[s.start:s.end])
     for v in verdicts:
         v.kept_trained = kept.get(v.turn, 0)
-    return Rows(kept_rows, verdicts, dropped_rows=len(rows) - len(keep), fork_threshold_tokens=fork_threshold_tokens)
+    dropped = [r for i, r in enumerate(rows) if i not in new_index]
+    return Rows(kept_rows, verdicts, dropped_rows=len(rows) - len(keep), fork_threshold_tokens=fork_threshold_tokens,
+                dropped=dropped)

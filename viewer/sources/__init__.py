@@ -1,17 +1,26 @@
-"""Source dispatch: a path (folder or file) -> the reader for its format -> Rollout.
+"""Source dispatch: a path, a data file or ``hf://datasets/...`` -> the reader for its format -> Rollout.
 
-Only capture folders and single trace / turns files are read so far; other formats
-(opencode exports, Harbor/ATIF, agentcap, hf://) plug in here by adding a detector.
-Readers never raise on bad data; :class:`SourceError` means nothing could be read.
+* capture folders and single trace / turns files -> :mod:`viewer.sources.capture`;
+* row datasets (parquet / JSONL / JSON files, a local folder of them, or a Hub dataset)
+  -> :class:`DatasetSource`: one rollout per row, the format detected from the fields
+  (FORMATS.md §7; :mod:`viewer.sources.formats`) or chosen explicitly;
+* ``hf://`` capture-layout repos -> the capture files are fetched, then read as a folder.
+
+Readers never raise on bad data; :class:`SourceError` means nothing could be read (the
+message says why: unknown format with the fields found, a bad row with its number and
+field, offline, gated, missing).
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 from viewer.config import Settings
-from viewer.rollout import Rollout
+from viewer.rollout import Problem, Rollout
 
-__all__ = ["SourceError", "SourceNotFound", "load_source"]
+__all__ = ["SourceError", "SourceNotFound", "load_source", "open_dataset", "DatasetSource"]
 
 
 class SourceError(Exception):
@@ -26,26 +35,275 @@ class SourceNotFound(SourceError):
     """The path does not exist (or names a scheme we do not read yet)."""
 
 
-def load_source(path: str | Path, settings: Settings | None = None) -> Rollout:
-    """Read a capture folder or a trace/turns file into a Rollout.
+_CAPTURE_WRAPPERS = {"trace", "proxy_turns", "turns", "records", "entries"}
+_CAPTURE_NAMES = {"trace.json", "trace.jsonl", "proxy_trace.jsonl", "proxy_trace.json", "turns.json", "turns.jsonl"}
+_CAPTURE_KEYS = {"request", "response", "completion_tokens", "completion_token_ids", "logprobs", "per_token_logps",
+                 "prompt_token_ids", "loss_mask", "output_ids", "prompt_ids", "mask"}
 
-    Raises SourceNotFound for a missing path and SourceError when nothing is readable;
-    everything else wrong with the data is in ``rollout.problems``.
-    """
-    from viewer.sources.capture import CaptureUnreadable, read_capture
+
+def _capture_like(first: Any) -> bool:
+    """A record of the capture reader's formats (proxy trace, turns.json, contract trace entries)."""
+    if not isinstance(first, dict):
+        return False
+    from viewer.sources.capture import is_turns_record
+
+    keys = set(first)
+    if is_turns_record(first) or (keys & _CAPTURE_WRAPPERS and not keys & {"conversations", "messages", "steps"}):
+        return True
+    if {"request", "response"} <= keys and isinstance(first.get("request"), dict):
+        return bool(keys & {"completion_tokens", "completion_token_ids", "per_token_logps", "logprobs",
+                            "prompt_token_ids", "loss_mask", "turn"})
+    return False
+
+
+@dataclass
+class DatasetSource:
+    """An opened dataset: either a capture (``capture`` path) or rows (``dataset``) in one format."""
+
+    label: str
+    settings: Settings
+    dataset: Any = None  # viewer.sources.rowdata.RowDataset
+    capture: Path | None = None
+    format: Any = None  # viewer.sources.formats.RowFormat
+    alternatives: list[str] = field(default_factory=list)  # other formats the fields match
+    note: str = ""
+    columns: list[str] = field(default_factory=list)
+    _versions: dict[str, Any] | None = None
+
+    @property
+    def is_capture(self) -> bool:
+        return self.capture is not None
+
+    def versions(self) -> dict[str, Any]:
+        """Dedupe state for formats with a (key, version) pair: newest row per key, hidden rows."""
+        if self._versions is None:
+            key, ver = self.format.dedupe
+            best: dict[Any, tuple[float, int]] = {}
+            every: dict[Any, list[tuple[Any, int]]] = {}
+            order: list[Any] = []
+            for r, v in self.dataset.scan([key, ver]):
+                if not isinstance(v, dict):
+                    continue
+                k = v.get(key, f"#row{r}")
+                b = v.get(ver)
+                bn = float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else 1.0
+                if k not in best:
+                    order.append(k)
+                every.setdefault(k, []).append((b, r))
+                if k not in best or bn >= best[k][0]:
+                    best[k] = (bn, r)
+            visible = sorted(best[k][1] for k in order)
+            self._versions = {"visible": visible, "best": best, "every": every,
+                              "hidden": sum(len(x) for x in every.values()) - len(visible)}
+        return self._versions
+
+    def visible_rows(self) -> list[int] | None:
+        """Row numbers to list (newest version per key), or None when every row is listed."""
+        if self.format is None or self.format.dedupe is None:
+            return None
+        return self.versions()["visible"]
+
+    def default_row(self) -> int:
+        vis = self.visible_rows()
+        return vis[0] if vis else 0
+
+    def rollout(self, row: int | None = None, tokenizer_override: str | None = None) -> Rollout:
+        """Read one row into a Rollout (derived or exact token view). Raises SourceError for a bad row."""
+        from viewer.sources.derive import to_rollout
+        from viewer.sources.formats import RowRef
+        from viewer.sources.rowdata import RowReadError
+
+        if self.is_capture:
+            from viewer.sources.capture import CaptureUnreadable, read_capture
+
+            try:
+                ro = read_capture(self.capture, self.settings)
+            except CaptureUnreadable as e:
+                raise SourceError(str(e)) from None
+            ro.source = self.label
+            return ro
+        chosen = self.default_row() if row is None else int(row)
+        try:
+            value = self.dataset.read_row(chosen)
+        except IndexError:
+            n = self.dataset.known_rows()
+            raise SourceNotFound(f"{self.label}: row {chosen} is past the end"
+                                 + (f" ({n} rows)" if n is not None else "")) from None
+        except RowReadError as e:
+            raise SourceError(f"{self.label}: {e}") from None
+        except OSError as e:
+            raise SourceError(f"{self.label}: cannot read row {chosen}: {e}") from None
+        if isinstance(value, RowReadError):
+            raise SourceError(f"{self.label}: {value}")
+        ref = RowRef(self.label, chosen)
+        try:
+            conv = self.format.read(value, ref)
+        except RowReadError as e:
+            raise SourceError(f"{self.label}: {e.where}: {e.message}") from None
+        except Exception as e:  # a reader bug on odd data: say where, keep the app alive
+            raise SourceError(f"{self.label}: row {chosen}: {self.format.name} reader failed: "
+                              f"{type(e).__name__}: {e}") from None
+        override = tokenizer_override or self.settings.tokenizer or None
+        ro = to_rollout(conv, source=f"{self.label} row {chosen}", fmt=self.format.name,
+                        label=f"{self.label} row {chosen}", tokenizer_override=override)
+        ro.meta.update(dataset=self.label, row=chosen, alternatives=self.alternatives)
+        if row is None and (self.dataset.known_rows() or 0) > 1:
+            ro.meta["row_note"] = f"row {chosen} of a dataset of many rows (choose one with --row)"
+        if self.format.dedupe is not None:
+            self._dedupe_note(ro, value, chosen)
+        return ro
+
+    def _dedupe_note(self, ro: Rollout, value: dict[str, Any], row: int) -> None:
+        key, ver = self.format.dedupe
+        state = self.versions()
+        k = value.get(key)
+        rows = state["every"].get(k, [])
+        if len(rows) < 2:
+            return
+        newest = state["best"][k][1]
+        batches = ", ".join(str(b) for b, _ in rows)
+        if newest == row:
+            msg = (f"{key} {k} appears in {len(rows)} rows ({ver} {batches}); showing the newest "
+                   f"({ver} {value.get(ver)}, row {row})")
+        else:
+            msg = (f"{key} {k} has a newer version: row {newest}; this is row {row} ({ver} {value.get(ver)}; "
+                   f"all: {batches})")
+        ro.problems.insert(0, Problem(self.label, f"row {row}", msg, "warning"))
+
+
+def _choose_format(label: str, columns: list[str], first: Any, fmt: str | None):
+    from viewer.sources.formats import detect_formats, get_format, unknown_format_message
+
+    cols = set(columns)
+    if fmt and fmt != "auto":
+        try:
+            return get_format(fmt), []
+        except KeyError as e:
+            raise SourceError(str(e.args[0])) from None
+    found = detect_formats(cols, first if isinstance(first, dict) else None)
+    if not found:
+        raise SourceError(unknown_format_message(label, cols))
+    return found[0], [f.name for f in found[1:]]
+
+
+def _row_source(ds, label: str, settings: Settings, fmt: str | None, note: str) -> DatasetSource:
+    from viewer.sources.rowdata import RowReadError
+
+    try:
+        columns = ds.columns()
+        first = None
+        if ds.files[0].kind != "parquet" or fmt in (None, "auto"):
+            first = ds.read_rows([0])[0][1] if len(ds.files) and ds.count(ds.files[0]) else None
+    except RowReadError as e:
+        raise SourceError(f"{label}: {e}") from None
+    except OSError as e:
+        raise SourceError(f"{label}: cannot read: {e}") from None
+    if isinstance(first, RowReadError):
+        first = None
+    f, alts = _choose_format(label, columns, first, fmt)
+    return DatasetSource(label, settings, dataset=ds, format=f, alternatives=alts, note=note, columns=columns)
+
+
+def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: str | None = None,
+                 config: str | None = None, format: str | None = None,
+                 progress: Callable[[str], None] | None = None) -> DatasetSource:
+    """Open a source for row browsing: ``hf://...``, a data file, a folder of data files, or a capture."""
+    from viewer.sources import hub
+    from viewer.sources.rowdata import RowDataset, data_kind, local_dataset
 
     settings = settings or Settings()
-    text = str(path)
+    text = str(spec)
+    kw = dict(max_file_mb=settings.max_file_mb, max_cell_mb=min(256, settings.max_file_mb), progress=progress)
     if text.startswith("hf://"):
-        raise SourceNotFound(f"{text}: hf:// sources are not supported yet")
-    p = Path(path).expanduser()
+        try:
+            hs = hub.parse_hf(text)
+            fs = hub.hub_filesystem()
+            if progress:
+                progress(f"listing files of {hs}")
+            files, is_file = hub.list_files(fs, hs)
+            if format in (None, "auto", "capture") and not is_file and hub.is_capture_layout(files):
+                local = hub.fetch_capture(fs, hs, files, progress)
+                return DatasetSource(text, settings, capture=local, note=f"capture files fetched into {local}")
+            chosen, note = hub.select_data_files(files, split=split, config=config,
+                                                 configs=None if is_file else hub._readme_configs(fs, hs))
+            if not chosen:
+                raise SourceError(f"{text}: no parquet, JSONL or JSON data files "
+                                  f"(files: {', '.join(sorted(files)[:10]) or 'none'})")
+            ds = RowDataset(fs, hub.data_files(hs, chosen, files, is_file), text, **kw)
+        except hub.HubNotFound as e:
+            raise SourceNotFound(str(e) if str(e).startswith(text) else f"{text}: {e}") from None
+        except hub.HubError as e:
+            raise SourceError(str(e)) from None
+        return _row_source(ds, text, settings, format, note)
+
+    p = Path(text).expanduser()
     if not p.exists():
         raise SourceNotFound(f"{p}: no such file or folder")
-    if p.is_file() and p.suffix.lower() == ".zip":
-        raise SourceError(f"{p}: a zip archive; open it through the upload intake (viewer.sources.upload)")
-    try:
-        return read_capture(p, settings)
-    except CaptureUnreadable as e:
-        raise SourceError(str(e)) from None
-    except OSError as e:
-        raise SourceError(f"{p}: {e.strerror or e}") from None
+    if p.is_dir():
+        from viewer.sources.capture import find_capture_files
+
+        cf = find_capture_files(p)
+        if (cf.trace or cf.turns) and format in (None, "auto", "capture"):
+            return DatasetSource(str(p), settings, capture=p)
+        found = {}
+        for root, dirs, names in os.walk(p):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for n in names:
+                fp = Path(root) / n
+                found[fp.relative_to(p).as_posix()] = fp.stat().st_size
+        try:
+            chosen, note = hub.select_data_files(found, split=split, config=config)
+        except hub.HubNotFound as e:
+            raise SourceNotFound(f"{p}: {e}") from None
+        if not chosen:
+            raise SourceError(f"{p}: no trace.json or turns.json in this folder, and no parquet/JSONL/JSON "
+                              "data files")
+        ds = local_dataset([str(p / c) for c in chosen], str(p), str(p), **kw)
+        return _row_source(ds, str(p), settings, format, note)
+    if data_kind(p.name) is None:
+        if format in (None, "auto", "capture"):
+            return DatasetSource(str(p), settings, capture=p)
+        raise SourceError(f"{p}: not a parquet, JSONL or JSON file")
+    ds = local_dataset([str(p)], str(p.parent), str(p), **kw)
+    if data_kind(p.name) != "parquet" and format in (None, "auto", "capture"):
+        from viewer.sources.rowdata import RowReadError
+
+        try:
+            first = ds.read_rows([0])[0][1] if ds.count(ds.files[0]) else None
+        except (RowReadError, OSError):
+            first = None  # let the capture reader report exactly where the file is broken
+            return DatasetSource(str(p), settings, capture=p)
+        if format == "capture" or first is None or _capture_like(first) or p.name in _CAPTURE_NAMES:
+            return DatasetSource(str(p), settings, capture=p)
+        from viewer.sources.formats import detect_formats
+
+        if isinstance(first, dict) and not detect_formats(set(first), first) and set(first) & _CAPTURE_KEYS:
+            return DatasetSource(str(p), settings, capture=p)  # the capture reader names what is wrong
+    return _row_source(ds, str(p), settings, format, "")
+
+
+def load_source(path: str | Path, settings: Settings | None = None, *, split: str | None = None,
+                row: int | None = None, config: str | None = None, format: str | None = None) -> Rollout:
+    """Read a capture folder, a trace/turns file, a row of a dataset file/folder, or an hf:// source.
+
+    Raises SourceNotFound for a missing path / repo / row and SourceError when nothing is
+    readable; everything else wrong with the data is in ``rollout.problems``.
+    """
+    settings = settings or Settings()
+    text = str(path)
+    if not text.startswith("hf://"):
+        p = Path(path).expanduser()
+        if p.is_file() and p.suffix.lower() == ".zip":
+            raise SourceError(f"{p}: a zip archive; open it through the upload intake (viewer.sources.upload)")
+    src = open_dataset(path, settings, split=split, config=config, format=format)
+    if src.is_capture:
+        if row not in (None, 0):
+            raise SourceError(f"{text}: a capture is one rollout; --row does not apply")
+        try:
+            ro = src.rollout()
+        except OSError as e:
+            raise SourceError(f"{text}: {e.strerror or e}") from None
+        if text.startswith("hf://"):
+            ro.meta["fetched_to"] = str(src.capture)
+        return ro
+    return src.rollout(row)

@@ -76,31 +76,89 @@ function drawBar() {
   bar.replaceChildren(frag);
 }
 
+// Painting 50k <span>s up front costs ~10x a plain <pre> of the same text. So a page is
+// painted as chunks of plain runs (one text node per run of equal kind: as cheap as
+// <pre>), and a chunk is "hydrated" into per-token spans (boundaries, hover, logprob
+// colours) when it comes near the viewport. Layout is identical in both states.
+const CHUNK = 1000;
+let observer = null;
+
+function tokenSpan(i, lpMode) {
+  const s = document.createElement('span');
+  let cls = 'tk k' + D.k[i];
+  if (spSet.has(i)) cls += ' sp';
+  if (lpMode && D.k[i] !== 0) cls += ' b' + bucket(D.lp[i]);
+  if (oovSet.has(i)) cls += ' oov';
+  if (i >= sel[0] && i <= sel[1]) cls += ' sel';
+  s.className = cls;
+  let x = D.t[i];
+  if (x.indexOf('\n') >= 0) x = x.replace(/\n/g, '↵\n');
+  s.textContent = x === '' ? '∅' : x;
+  s._i = i;
+  return s;
+}
+
+function shown(i) {
+  let x = D.t[i];
+  if (x.indexOf('\n') >= 0) x = x.replace(/\n/g, '↵\n');
+  return x === '' ? '∅' : x;
+}
+
+function plainChunk(a, b) {
+  const c = el('span', 'ri-chunk');
+  c._a = a; c._b = b;
+  let i = a;
+  while (i < b) {
+    const k = D.k[i], sp = spSet.has(i);
+    let j = i, txt = '';
+    while (j < b && D.k[j] === k && spSet.has(j) === sp && j !== D.prompt_len) { txt += shown(j); j++; }
+    if (j === i) { txt = shown(i); j = i + 1; }
+    c.appendChild(el('span', 'run k' + k + (sp ? ' sp' : ''), txt));
+    i = j;
+  }
+  return c;
+}
+
+function hydrate(c) {
+  if (!c || c._hydrated) return;
+  c._hydrated = true;
+  const lpMode = mode === 'logprob';
+  const frag = document.createDocumentFragment();
+  for (let i = c._a; i < c._b; i++) frag.appendChild(tokenSpan(i, lpMode));
+  c.replaceChildren(frag);
+  if (observer) observer.unobserve(c);
+  root.dataset.hydrated = String(Number(root.dataset.hydrated || 0) + (c._b - c._a));
+}
+
+function chunkOf(i) {
+  for (const c of body.querySelectorAll('.ri-chunk')) if (i >= c._a && i < c._b) return c;
+  return null;
+}
+
 function draw() {
   const start = startIndex();
   const a = start + page * D.page, b = Math.min(D.ids.length, a + D.page);
   first = a;
+  if (observer) observer.disconnect();
+  observer = new IntersectionObserver(es => es.forEach(e => { if (e.isIntersecting) hydrate(e.target); }),
+                                      {root: body, rootMargin: '800px 0px'});
   const frag = document.createDocumentFragment();
   if (a > 0 && page === 0) frag.appendChild(el('span', 'ri-gap', `… ${a.toLocaleString()} earlier context tokens collapsed …\n`));
-  const lpMode = mode === 'logprob';
-  const t = D.t, k = D.k, lp = D.lp;
-  for (let i = a; i < b; i++) {
-    if (i === D.prompt_len && i > a) frag.appendChild(el('span', 'ri-boundary', D.trained ? '▶ output' : '▶ output (not trained)'));
-    const s = document.createElement('span');
-    let cls = 'tk k' + k[i];
-    if (spSet.has(i)) cls += ' sp';
-    if (lpMode && k[i] !== 0) cls += ' b' + bucket(lp[i]);
-    if (oovSet.has(i)) cls += ' oov';
-    if (i >= sel[0] && i <= sel[1]) cls += ' sel';
-    s.className = cls;
-    let x = t[i];
-    if (x.indexOf('\n') >= 0) x = x.replace(/\n/g, '↵\n');
-    s.textContent = x === '' ? '∅' : x;
-    s._i = i;
-    frag.appendChild(s);
+  const chunks = [];
+  for (let c = a; c < b; c = Math.min(b, c + CHUNK)) {
+    // Chunks never straddle the prompt/output boundary, so the marker sits between two.
+    let end = Math.min(b, c + CHUNK);
+    if (c < D.prompt_len && end > D.prompt_len) end = D.prompt_len;
+    if (c === D.prompt_len && c > a) frag.appendChild(el('span', 'ri-boundary', D.trained ? '▶ output' : '▶ output (not trained)'));
+    const ch = plainChunk(c, end);
+    chunks.push(ch);
+    frag.appendChild(ch);
+    c = end - CHUNK;  // the loop adds CHUNK back
   }
   if (b < D.ids.length) frag.appendChild(el('span', 'ri-gap', `\n… ${(D.ids.length - b).toLocaleString()} more tokens on the next page …`));
+  root.dataset.hydrated = '0';
   body.replaceChildren(frag);
+  chunks.forEach(c => observer.observe(c));
   body.classList.toggle('untrained', !D.trained);
   root.dataset.painted = String(b - a);
   root.dataset.turn = String(D.turn);
@@ -129,10 +187,11 @@ function describe(i) {
 
 function select(a, b, scroll) {
   sel = [a, b];
+  hydrate(chunkOf(a));
   body.querySelectorAll('.tk.sel').forEach(s => s.classList.remove('sel'));
   let target = null;
-  for (const s of body.children) {
-    if (s._i !== undefined && s._i >= a && s._i <= b) { s.classList.add('sel'); if (!target) target = s; }
+  for (const s of body.querySelectorAll('.tk')) {
+    if (s._i >= a && s._i <= b) { s.classList.add('sel'); if (!target) target = s; }
   }
   detail.textContent = a === b ? describe(a) : `tokens ${a}–${b} selected (${b - a + 1})\n` + describe(a);
   root.dataset.selected = `${a}-${b}`;
@@ -181,7 +240,12 @@ function load() {
   drawBar(); draw();
   // Open on the answer: scroll so the prompt/output boundary sits near the top.
   const mark = body.querySelector('.ri-boundary');
-  if (mark) body.scrollTop = Math.max(0, mark.offsetTop - body.offsetTop - 80);
+  if (mark) {
+    body.scrollTop = Math.max(0, mark.offsetTop - body.offsetTop - 80);
+    hydrate(mark.previousElementSibling); hydrate(mark.nextElementSibling);  // hoverable at once
+  } else {
+    hydrate(body.querySelector('.ri-chunk'));
+  }
 }
 load();
 watch('value', load);

@@ -1,0 +1,216 @@
+"""Token view speed: payload build, paint + hover in chromium, vs one plain <pre> of the same text.
+
+    .venv/bin/python bench/bench_token_view.py [--tokens 50000] [--big 200000]
+
+1. Payload: time to build the token view's JSON for an N-token turn (target < 0.3 s).
+2. Browser, isolated: the real token_view.js in a bare page (same CSS) drawing the payload,
+   until layout is done and a hover has produced a tooltip; baseline = the same text as
+   one <pre> (textContent + layout) in the same browser. Ratio target <= 3x.
+3. Browser, end to end: the real app, deep link to the N-token turn, time from navigation
+   to painted + hoverable; baseline = the same app opening a 50-token turn.
+4. 200k tokens: painted page size (paging keeps the DOM bounded) and time to the first page.
+Absolute seconds are printed next to every ratio: this 2-core machine is noisy.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import os
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from viewer import render  # noqa: E402
+from viewer.rollout import Turn  # noqa: E402
+from viewer.tokenizer import load_qwen3, token_table  # noqa: E402
+from viewer.tokens import turn_tokens  # noqa: E402
+
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--disable-quic", "--no-first-run"]
+
+
+def real_ids(n: int) -> list[int]:
+    """n Qwen3 ids of real Python source (the stdlib), repeated as needed."""
+    tok = load_qwen3()
+    text = "".join(p.read_text(errors="replace") for p in sorted(Path(json.__file__).parent.parent.glob("*.py"))[:40])
+    ids = tok.encode(text, add_special_tokens=False)
+    while len(ids) < n:
+        ids += ids
+    return ids[:n]
+
+
+def make_turn(n: int, prompt: int = 1000) -> Turn:
+    ids = real_ids(n)
+    out = ids[prompt:]
+    # Logprobs: a deterministic spread over all colour buckets (bench data, not a model's).
+    lps = [-((i * 37) % 97) / 10.0 for i in range(len(out))]
+    return Turn(index=1, call=2, trained=True, prompt_ids=ids[:prompt], prompt_source="engine",
+                output_ids=out, output_source="engine", logprobs=lps, mask=[1] * len(out))
+
+
+def time_payload(turn: Turn, table) -> tuple[float, str]:
+    times, payload = [], ""
+    for _ in range(5):
+        t0 = time.perf_counter()
+        tt = turn_tokens(turn, table)
+        payload = render.token_view_payload(turn, tt, low=-2.5, context_tail=10**9, page_tokens=10**9)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), payload
+
+
+HARNESS = """<!doctype html><html><head><meta charset="utf-8"><style>%CSS%</style></head><body>
+<div id="host"><div class='ri-tv'><div class='ri-tv-bar'></div><div class='ri-tv-body'></div>
+<div class='ri-tip' hidden></div><div class='ri-tv-detail'></div></div></div>
+<pre id="plain" style="white-space:pre-wrap;font-family:monospace;max-height:560px;overflow:auto"></pre>
+<script>
+window.runView = (payload) => {
+  const t0 = performance.now();
+  window.__n = JSON.parse(payload).ids.length;
+  const element = document.getElementById('host');
+  const props = {value: payload};
+  const watch = () => {};
+  %JS%
+  document.querySelector('.ri-tv-body').offsetHeight;  // force layout
+  const s = document.querySelectorAll('.ri-tv-body .tk')[100];
+  s.dispatchEvent(new MouseEvent('mouseover', {bubbles: true, clientX: 10, clientY: 10}));
+  const ok = !document.querySelector('.ri-tip').hidden;
+  return [performance.now() - t0, ok, Number(element.querySelector('.ri-tv').dataset.painted)];
+};
+window.scrollEnd = async () => {
+  // Jump to the end of the view: the chunk there hydrates; time until a token is hoverable.
+  const t0 = performance.now();
+  const body = document.querySelector('.ri-tv-body');
+  body.scrollTop = body.scrollHeight;
+  let last = null;
+  while (performance.now() - t0 < 5000) {
+    await new Promise(r => requestAnimationFrame(r));
+    const toks = body.querySelectorAll('.tk');
+    last = toks[toks.length - 1];
+    if (last && last._i === JSON.parse(document.getElementById('host').__p || '0')) break;
+    if (last && last._i >= window.__n - 1) break;
+  }
+  return [performance.now() - t0, last ? last._i : -1];
+};
+window.runPlain = (text) => {
+  const t0 = performance.now();
+  const pre = document.getElementById('plain');
+  pre.textContent = text; pre.offsetHeight;
+  return performance.now() - t0;
+};
+</script></body></html>"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_capture(folder: Path, turn: Turn) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    rec = {"turn": 1, "kind": "main", "request": {"model": "Qwen/Qwen3-4B", "messages": [{"role": "user", "content": "x"}]},
+           "response": {"choices": [{"message": {"role": "assistant", "content": "..."}, "finish_reason": "stop"}]},
+           "prompt_token_ids": turn.prompt_ids, "completion_token_ids": turn.output_ids,
+           "per_token_logps": turn.logprobs, "finish_reason": "stop"}
+    (folder / "trace.json").write_text(json.dumps([rec]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tokens", type=int, default=50000)
+    ap.add_argument("--big", type=int, default=200000)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    tok = load_qwen3()
+    table = token_table(tok)
+    turn = make_turn(a.tokens)
+    build_s, payload = time_payload(turn, table)
+    text = "".join(json.loads(payload)["t"])
+    print(f"payload: {a.tokens:,} tokens built in {build_s:.3f} s (median of 5), {len(payload) / 1e6:.2f} MB JSON")
+
+    from playwright.sync_api import sync_playwright
+
+    css = (ROOT / "viewer/ui/assets/app.css").read_text()
+    js = (ROOT / "viewer/ui/assets/token_view.js").read_text()
+    html = HARNESS.replace("%CSS%", css).replace("%JS%", js)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_content(html)
+        views, plains, ends = [], [], []
+        for _ in range(a.repeat):
+            ms, ok, n = page.evaluate("p => runView(p)", payload)
+            assert ok and n == a.tokens, (ok, n)
+            views.append(ms / 1000)
+            end_ms, last = page.evaluate("() => scrollEnd()")
+            assert last == a.tokens - 1, last
+            ends.append(end_ms / 1000)
+            plains.append(page.evaluate("t => runPlain(t)", text) / 1000)
+        v, pl, e = statistics.median(views), statistics.median(plains), statistics.median(ends)
+        print(f"isolated: all {a.tokens:,} tokens painted + first hover in {v:.3f} s vs the same text as one plain "
+              f"<pre> {pl:.3f} s -> ratio {v / pl:.1f}x; jump to the end and hover there: {e:.3f} s")
+
+        # End to end through the real app.
+        tmp = Path(tempfile.mkdtemp(prefix="ri-bench-"))
+        write_capture(tmp / "big", turn)
+        write_capture(tmp / "small", make_turn(1050))
+        write_capture(tmp / "huge", make_turn(a.big))
+        os.environ["VIEWER_DATA_ROOT"] = str(tmp)
+        os.environ["VIEWER_SAMPLE"] = str(tmp / "small")
+        from viewer.config import Settings
+        from viewer.ui import create_app, launch_kwargs
+
+        settings = Settings.from_env()
+        demo = create_app(settings)
+        _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
+                                quiet=True, **launch_kwargs(settings))
+
+        def e2e(name: str) -> tuple[float, int]:
+            pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+            t0 = time.perf_counter()
+            pg.goto(f"{url}?source={name}&turn=0")
+            pg.wait_for_function("document.querySelector('#token-view .ri-tv')?.dataset.turn === '0' && "
+                                 "document.querySelector('#token-view .ri-tv').dataset.painted > 0", timeout=120000)
+            try:
+                box = pg.evaluate("""() => {
+                  const s = [...document.querySelectorAll('#token-view .ri-tv-body .tk:not(.k0)')]
+                    .find(e => /\\w\\w/.test(e.textContent));
+                  s.scrollIntoView({block: 'center'});
+                  const r = s.getBoundingClientRect();
+                  return [r.x + r.width / 2, r.y + r.height / 2];
+                }""")
+                pg.mouse.move(*box)
+            except Exception:
+                pg.screenshot(path=str(ROOT / "out" / f"bench-fail-{name}.png"))
+                print("counts:", pg.evaluate("[document.querySelectorAll('#token-view .ri-tv-body .tk').length, document.querySelectorAll('#token-view').length, document.querySelectorAll('.ri-tv-body .tk.k2').length]"))
+                raise
+            pg.locator("#token-view .ri-tip").wait_for(state="visible")
+            dt = time.perf_counter() - t0
+            painted = int(pg.locator("#token-view .ri-tv").get_attribute("data-painted"))
+            pg.close()
+            return dt, painted
+
+        e2e("small")  # warm-up: first page load compiles Gradio's JS
+        small = statistics.median(e2e("small")[0] for _ in range(a.repeat))
+        big = statistics.median(e2e("big")[0] for _ in range(a.repeat))
+        huge, painted = e2e("huge")
+        print(f"app end to end (navigate -> painted + hover): {a.tokens:,}-token turn {big:.2f} s vs 50-token turn "
+              f"{small:.2f} s -> +{big - small:.2f} s for the tokens")
+        print(f"{a.big:,}-token turn: first page ({painted:,} tokens painted, paged) hoverable in {huge:.2f} s")
+        demo.close()
+        browser.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,224 @@
+"""Derived token views: a text-only conversation -> one Turn per assistant turn.
+
+Text-only rows (opencode exports, Harbor conversations, ATIF without ids, agentcap,
+plain messages) carry no token ids. We render them through a chat template the way the
+scripted-expert traces are trained: for the assistant message at position i,
+
+* prompt = the template over ``messages[:i]`` with the generation prompt;
+* target = what the template appends for message i (the reply) up to and including the
+  end-of-turn token;
+
+checking that the prompt's ids are a prefix of the ids of ``messages[:i+1]``. The mask
+is our own construction: every target token trainable (1), the prompt context (0).
+Turns are labelled ``prompt_source="rerender"`` / ``output_source="derived"``.
+
+A second check compares each turn with the next one: the ids the model "saw" for its
+own reply (prompt_k + target_k) should be a prefix of prompt_{k+1}. Templates that
+rewrite history (Qwen3 drops ``<think>`` blocks of earlier turns) break this; the first
+differing position is kept in ``turn.meta["derived"]`` and reported as a warning.
+
+Rows that do carry ids build :class:`~viewer.rollout.Turn` values themselves and only use
+:class:`Conversation` to carry them (``exact_turns``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from viewer.rollout import Problem, Rollout, Turn
+
+__all__ = ["Conversation", "derive_turns", "to_rollout", "template_message", "end_token_ids",
+           "choose_tokenizer"]
+
+
+@dataclass
+class Conversation:
+    """What a text-format reader extracts from one row (no tokenizer involved yet)."""
+
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    model: str | None = None
+    agent: str | None = None
+    task: dict[str, Any] | None = None
+    instruction: str | None = None
+    reward: float | None = None
+    summary: dict[str, Any] | None = None
+    exact_turns: list[Turn] | None = None  # rows with real ids: used as-is (labelled engine)
+    problems: list[Problem] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+    chat_template_kwargs: dict[str, Any] | None = None
+
+
+def template_message(m: dict[str, Any]) -> dict[str, Any]:
+    """A message as chat templates expect it: string content, reasoning as ``reasoning_content``."""
+    out = dict(m)
+    if "reasoning_content" not in out and isinstance(out.get("reasoning"), str):
+        out["reasoning_content"] = out.pop("reasoning")
+    c = out.get("content")
+    if c is None:
+        out["content"] = ""
+    elif not isinstance(c, (str, list)):
+        out["content"] = json.dumps(c, ensure_ascii=False)
+    return out
+
+
+def end_token_ids(tok) -> set[int]:
+    ids: set[int] = set()
+    for name in ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"):
+        try:
+            i = tok.convert_tokens_to_ids(name)
+        except Exception:
+            i = None
+        if isinstance(i, int) and i >= 0 and i != getattr(tok, "unk_token_id", None):
+            ids.add(i)
+    if isinstance(getattr(tok, "eos_token_id", None), int):
+        ids.add(tok.eos_token_id)
+    return ids
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _cut_after_end(tail: list[int], ends: set[int]) -> list[int]:
+    for j in range(len(tail) - 1, -1, -1):
+        if tail[j] in ends:
+            return tail[:j + 1]
+    return tail
+
+
+def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tok, *,
+                 label: str = "", chat_template_kwargs: dict[str, Any] | None = None
+                 ) -> tuple[list[Turn], list[Problem]]:
+    """One derived Turn per assistant message (see module doc). Never raises on bad data."""
+    from viewer.tokenizer import render_prompt_ids
+
+    problems: list[Problem] = []
+    msgs = [template_message(m) for m in messages if isinstance(m, dict)]
+    ends = end_token_ids(tok)
+    turns: list[Turn] = []
+    for i, m in enumerate(msgs):
+        if m.get("role") != "assistant":
+            continue
+        k = len(turns)
+        t = Turn(index=k, call=k + 1, kind="agent", role="main", trained=True, messages=msgs[:i],
+                 tools=list(tools or []), response=m)
+        t.meta.update({"mask_source": "derived", "kind_source": "record", "message_index": i})
+        info: dict[str, Any] = {}
+        try:
+            prompt = render_prompt_ids(tok, msgs[:i], tools=tools or None, chat_template_kwargs=chat_template_kwargs,
+                                       add_generation_prompt=True)
+            full = render_prompt_ids(tok, msgs[:i + 1], tools=tools or None,
+                                     chat_template_kwargs=chat_template_kwargs, add_generation_prompt=False)
+        except Exception as e:  # a template that cannot render this conversation
+            t.error = f"chat template failed: {type(e).__name__}: {e}"
+            t.trained = False
+            t.meta["rerender_error"] = t.error
+            problems.append(Problem(label, f"turn {k} (message {i})", t.error))
+            turns.append(t)
+            continue
+        common = _common_prefix(prompt, full)
+        info["prompt_is_prefix"] = common == len(prompt)
+        if common < len(prompt):
+            info["prefix_break"] = common
+            problems.append(Problem(label, f"turn {k} (message {i})",
+                                    f"the prompt's ids are not a prefix of prompt+reply (they differ at position "
+                                    f"{common} of {len(prompt)}): this template renders the generation prompt "
+                                    "differently from a finished turn; the reply is taken from that point", "warning"))
+        t.prompt_ids, t.prompt_source = prompt, "rerender"
+        t.output_ids = _cut_after_end(full[common:] if common < len(prompt) else full[len(prompt):], ends)
+        t.output_source = "derived"
+        t.mask = [1] * len(t.output_ids)
+        t.trained = bool(t.output_ids)
+        t.meta["derived"] = info
+        turns.append(t)
+    # Turn-to-turn: does the next prompt contain this turn exactly as it was generated?
+    for a, b in zip(turns, turns[1:]):
+        if a.error or b.error:
+            continue
+        seen = list(a.prompt_ids) + list(a.output_ids)
+        c = _common_prefix(seen, b.prompt_ids)
+        info = a.meta.setdefault("derived", {})
+        info["next_prompt_extends"] = c == len(seen)
+        if c < len(seen):
+            where = "prompt" if c < len(a.prompt_ids) else "reply"
+            pos = c if where == "prompt" else c - len(a.prompt_ids)
+            info["later_render_differs_at"] = {"part": where, "position": pos}
+            why = ""
+            try:
+                was = tok.decode(seen[c:c + 12])
+                now = tok.decode(b.prompt_ids[c:c + 12])
+                info["later_render_differs_at"].update(generated=was, later=now)
+                if "<think>" in was and "<think>" not in now:
+                    why = " (the template drops <think> blocks of earlier turns)"
+            except Exception:
+                pass
+            problems.append(Problem(label, f"turn {a.index}",
+                                    f"renders differently inside turn {b.index}'s prompt from {where} position {pos}"
+                                    f"{why}: what later turns were conditioned on is not what this turn generated",
+                                    "warning"))
+    return turns, problems
+
+
+def choose_tokenizer(model: str | None, override: str | None = None):
+    """The tokenizer for a derived view: the model's own when we have it, else offline Qwen3."""
+    from viewer.tokenizer import TokenizerChoice, load_qwen3, resolve_tokenizer
+
+    choice = resolve_tokenizer(model, override)
+    if choice.ok:
+        return choice
+    try:
+        tok = load_qwen3()
+    except RuntimeError as e:
+        return TokenizerChoice(None, None, "none", f"{choice.message} {e}")
+    what = f"model {model!r}" if model else "this row (no model named)"
+    return TokenizerChoice("qwen3", tok, "bundled-qwen3",
+                           f"No tokenizer for {what}: token view derived with the offline Qwen3 tokenizer and "
+                           "template (a reconstruction, not what the model saw).")
+
+
+def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokenizer_override: str | None = None
+               ) -> Rollout:
+    """Assemble a Rollout: exact turns when the row has ids, else derived ones."""
+    ro = Rollout(source=source, format=fmt, model=conv.model, task=conv.task, instruction=conv.instruction,
+                 summary=conv.summary, reward=conv.reward)
+    ro.problems = list(conv.problems)
+    ro.meta.update(conv.meta)
+    if conv.agent:
+        ro.meta["agent"] = conv.agent
+    exact = conv.exact_turns
+    if exact is not None and exact and all(t is not None for t in exact):
+        ro.turns = list(exact)  # type: ignore[arg-type]
+        ro.meta["token_view"] = "exact"
+    else:
+        choice = choose_tokenizer(conv.model, tokenizer_override)
+        ro.meta["tokenizer"] = choice.name
+        ro.meta["tokenizer_note"] = choice.message
+        if choice.tokenizer is None:
+            ro.problems.append(Problem(label, "", f"no tokenizer to derive a token view: {choice.message}"))
+            ro.meta["token_view"] = "none"
+            return ro
+        turns, probs = derive_turns(conv.messages, conv.tools, choice.tokenizer, label=label,
+                                    chat_template_kwargs=conv.chat_template_kwargs)
+        ro.problems.extend(probs)
+        ro.meta["token_view"] = "derived"
+        # exact turns (aligned with the assistant messages; None = derive) replace derived ones
+        n_exact = 0
+        for k, t in enumerate(exact or []):
+            if t is not None and k < len(turns):
+                turns[k] = t
+                n_exact += 1
+        if n_exact:
+            ro.meta["token_view"] = "mixed"
+        ro.turns = turns
+        if not turns:
+            ro.problems.append(Problem(label, "", "no assistant message in this conversation: nothing to show "
+                                                  "as generated tokens", "warning"))
+    for i, t in enumerate(ro.turns):
+        t.index = i
+    return ro

@@ -1,0 +1,121 @@
+"""Row formats: the registry, detection from fields (FORMATS.md §7), and shared helpers.
+
+A :class:`RowFormat` is one trace format whose dataset holds one rollout (or one model
+call) per row. Its module (``opencode``, ``harbor``, ``atif``, ``agentcap``,
+``messages``, ``contract``) parses a row into a :class:`~viewer.sources.derive.Conversation`
+and summarises a row for the row table. Detection looks at the column names and the
+first row; several formats may match (the first one wins, the others are offered).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from viewer.sources.derive import Conversation
+from viewer.sources.rowdata import RowReadError
+
+__all__ = ["RowFormat", "RowRef", "all_formats", "get_format", "detect_formats", "unknown_format_message",
+           "as_json", "as_float", "text_of", "SUMMARY_FIELDS", "RowReadError"]
+
+SUMMARY_FIELDS = ("agent", "model", "task", "reward", "result", "turns", "length")
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """Where a row lives, for Problem locations: ``row 12 .conversations[3].content``."""
+
+    label: str
+    row: int
+
+    def where(self, path: str = "") -> str:
+        return f"row {self.row} {path}".rstrip() if path else f"row {self.row}"
+
+    def error(self, path: str, message: str) -> RowReadError:
+        return RowReadError(self.where(path), message)
+
+
+@dataclass(frozen=True)
+class RowFormat:
+    name: str
+    title: str
+    detect: Callable[[set[str], dict[str, Any] | None], bool]
+    read: Callable[[dict[str, Any], RowRef], Conversation]
+    summarize: Callable[[dict[str, Any]], dict[str, Any]]
+    light: tuple[str, ...] = ()  # cheap columns: enough to summarise light_fields
+    light_fields: frozenset[str] = field(default_factory=frozenset)
+    dedupe: tuple[str, str] | None = None  # (key column, version column): keep the highest version
+
+
+def all_formats() -> list[RowFormat]:
+    from viewer.sources import agentcap, atif, contract, harbor, messages, opencode
+
+    return [atif.FORMAT, opencode.FORMAT, agentcap.FORMAT, harbor.FORMAT, contract.FORMAT, messages.FORMAT]
+
+
+def get_format(name: str) -> RowFormat:
+    for f in all_formats():
+        if f.name == name:
+            return f
+    raise KeyError(f"unknown format {name!r}; known: {', '.join(f.name for f in all_formats())}")
+
+
+def detect_formats(columns: set[str], first: dict[str, Any] | None) -> list[RowFormat]:
+    out = []
+    for f in all_formats():
+        try:
+            if f.detect(columns, first):
+                out.append(f)
+        except Exception:  # a detector must never take the dispatcher down
+            continue
+    return out
+
+
+def unknown_format_message(label: str, columns: set[str] | list[str]) -> str:
+    cols = sorted(columns)
+    shown = ", ".join(cols[:30]) + (f", … ({len(cols)} in all)" if len(cols) > 30 else "")
+    known = "; ".join(f"{f.name} ({f.title})" for f in all_formats())
+    return (f"{label}: unknown format; fields found: {shown or '(none)'}. "
+            f"Known row formats: {known}; plus capture folders / trace.json / turns.json.")
+
+
+# --------------------------------------------------------------------------- helpers
+
+def as_json(value: Any, ref: RowRef, path: str, problems: list | None = None) -> Any:
+    """A value that may be a JSON string (parquet string columns): parsed, or a located error."""
+    if isinstance(value, (bytes, bytearray)):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        s = value.strip()
+        if s[:1] in ("{", "["):
+            try:
+                return json.loads(s)
+            except json.JSONDecodeError as e:
+                raise ref.error(path, f"invalid JSON string (line {e.lineno}, column {e.colno}): {e.msg}") from None
+    return value
+
+
+def as_float(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            v = float(value.strip())
+            return v if math.isfinite(v) else None
+        except ValueError:
+            return None
+    return None
+
+
+def text_of(content: Any) -> str:
+    """Text of a message content: a string, or OpenAI content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return json.dumps(content, ensure_ascii=False, default=str)

@@ -1,0 +1,243 @@
+"""``hf://datasets/OWNER/NAME[@REV][/path]``: Hub datasets read file by file through fsspec.
+
+Everything goes through one fsspec filesystem: ``huggingface_hub.HfFileSystem`` in real
+use, any fsspec filesystem laid out like the Hub (``datasets/OWNER/NAME/...``) in tests
+(:func:`use_filesystem`). Two layouts:
+
+* a **capture folder** (``trace.json``, ``turns.json``, ``task.json``, ...): just those
+  files are fetched into a local cache and read by the capture reader;
+* a **row dataset** (parquet / JSONL / JSON data files): files are chosen by config and
+  split (README ``configs:`` when present, else folder / file-name conventions) and read
+  lazily by :class:`~viewer.sources.rowdata.RowDataset` (row groups, line ranges).
+
+Failures become one clear message: offline (``HF_HUB_OFFLINE``), gated, missing repo,
+missing path, missing split/config, network errors.
+"""
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from viewer.sources.rowdata import DataFile, data_kind
+
+__all__ = ["HubSpec", "parse_hf", "use_filesystem", "hub_filesystem", "HubError", "HubNotFound",
+           "CAPTURE_FILES", "list_files", "select_data_files", "fetch_capture", "hub_call"]
+
+CAPTURE_FILES = ("trace.json", "trace.jsonl", "proxy_trace.jsonl", "proxy_trace.json", "turns.json", "turns.jsonl",
+                 "task.json", "visible_tests.txt", "held_out_tests.json", "summary.json")
+_MARKERS = CAPTURE_FILES[:6]
+_SPEC = re.compile(r"^hf://datasets/([^/@\s]+)/([^/@\s]+)(?:@([^/\s]+))?(?:/(.*))?$")
+_FS: list[Any] = []
+
+
+class HubError(Exception):
+    """Reading from the Hub failed; the message is for the user."""
+
+
+class HubNotFound(HubError):
+    pass
+
+
+@dataclass(frozen=True)
+class HubSpec:
+    repo: str
+    revision: str | None = None
+    path: str = ""
+
+    @property
+    def root(self) -> str:
+        return f"datasets/{self.repo}" + (f"@{self.revision}" if self.revision else "")
+
+    @property
+    def base(self) -> str:
+        return f"{self.root}/{self.path}".rstrip("/")
+
+    def __str__(self) -> str:
+        return f"hf://{self.base}"
+
+
+def parse_hf(spec: str) -> HubSpec:
+    m = _SPEC.match(spec.strip())
+    if not m:
+        raise HubNotFound(f"{spec}: not a Hub dataset address; expected hf://datasets/OWNER/NAME[/path]")
+    return HubSpec(f"{m.group(1)}/{m.group(2)}", m.group(3), (m.group(4) or "").strip("/"))
+
+
+@contextlib.contextmanager
+def use_filesystem(fs) -> Iterator[None]:
+    """Use ``fs`` instead of HfFileSystem (tests: a local directory standing in for the Hub)."""
+    _FS.append(fs)
+    try:
+        yield
+    finally:
+        _FS.remove(fs)
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_filesystem():
+    if _FS:
+        return _FS[-1]
+    if _offline():
+        raise HubError("the Hugging Face Hub is not reachable: offline mode is on (HF_HUB_OFFLINE=1). "
+                       "Unset HF_HUB_OFFLINE (and connect) to open hf:// datasets, or download the files "
+                       "and open them locally.")
+    from huggingface_hub import HfFileSystem
+
+    return HfFileSystem()
+
+
+def hub_call(spec: HubSpec, fn: Callable[[], Any]) -> Any:
+    """Run a filesystem call, turning Hub/network exceptions into one clear HubError."""
+    try:
+        return fn()
+    except HubError:
+        raise
+    except Exception as e:  # classified by name: huggingface_hub's error classes
+        names = {c.__name__ for c in type(e).__mro__}
+        if "OfflineModeIsEnabled" in names:
+            raise HubError(f"{spec}: offline mode is on (HF_HUB_OFFLINE=1); the Hub cannot be reached") from None
+        if "GatedRepoError" in names:
+            raise HubError(f"{spec}: dataset {spec.repo} is gated: accept its conditions on huggingface.co "
+                           "and set HF_TOKEN") from None
+        if "RepositoryNotFoundError" in names:
+            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: set HF_TOKEN)") from None
+        if "RevisionNotFoundError" in names:
+            raise HubNotFound(f"{spec}: revision {spec.revision!r} not found") from None
+        if ("EntryNotFoundError" in names or isinstance(e, FileNotFoundError)) and not spec.path:
+            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: set HF_TOKEN)") from None
+        if "EntryNotFoundError" in names or isinstance(e, FileNotFoundError):
+            raise HubNotFound(f"{spec}: no such file or folder in {spec.repo}") from None
+        if isinstance(e, (ConnectionError, TimeoutError)) or "ConnectError" in names or "HTTPError" in names:
+            raise HubError(f"{spec}: cannot reach the Hub: {type(e).__name__}: {e}") from None
+        raise
+
+
+def list_files(fs, spec: HubSpec) -> tuple[dict[str, int | None], bool]:
+    """({path relative to spec.base: size} of every file under the base, base-is-a-file)."""
+    def go():
+        info = fs.info(spec.base)
+        if info.get("type") == "file":
+            return {Path(spec.base).name: info.get("size")}, True
+        found = fs.find(spec.base, detail=True)
+        base = spec.base.rstrip("/") + "/"
+        out = {}
+        for p, d in found.items():
+            rel = p[len(base):] if p.startswith(base) else p
+            if d.get("type", "file") == "file":
+                out[rel] = d.get("size")
+        return out, False
+    return hub_call(spec, go)
+
+
+def _readme_configs(fs, spec: HubSpec) -> list[dict[str, Any]]:
+    if spec.path:
+        return []
+    try:
+        text = hub_call(spec, lambda: fs.cat_file(f"{spec.root}/README.md")).decode("utf-8", "replace")
+    except HubError:
+        return []
+    m = re.match(r"^---\s*\n(.*?)\n---", text, re.S)
+    if not m:
+        return []
+    try:
+        import yaml
+
+        meta = yaml.safe_load(m.group(1)) or {}
+    except Exception:
+        return []
+    configs = meta.get("configs") if isinstance(meta, dict) else None
+    return [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
+
+
+def _split_re(split: str) -> re.Pattern:
+    return re.compile(rf"(^|/)({re.escape(split)})([-_.0-9/]|$)")
+
+
+def select_data_files(files: dict[str, int | None], *, split: str | None, config: str | None,
+                      configs: list[dict[str, Any]] | None = None) -> tuple[list[str], str]:
+    """Data files for (config, split) and a note saying what was chosen. Raises HubNotFound."""
+    data = sorted(p for p in files if data_kind(p) and not any(part.startswith(".") for part in p.split("/"))
+                  and not p.lower().endswith(("dataset_infos.json", "dataset_info.json", "tokenizer_provenance.json",
+                                              "tokenizer.json", "tokenizer_config.json", "config.json")))
+    if configs:
+        names = [str(c.get("config_name", "default")) for c in configs]
+        pick = next((c for c in configs if str(c.get("config_name", "default")) == config), None) if config else \
+            next((c for c in configs if c.get("default")), configs[0])
+        if pick is None:
+            raise HubNotFound(f"no config {config!r}; configs: {', '.join(names)}")
+        df = pick.get("data_files")
+        splits: dict[str, list[str]] = {}
+        if isinstance(df, str):
+            splits["train"] = [df]
+        elif isinstance(df, list):
+            for item in df:
+                if isinstance(item, str):
+                    splits.setdefault("train", []).append(item)
+                elif isinstance(item, dict):
+                    pats = item.get("path")
+                    splits.setdefault(str(item.get("split", "train")),
+                                      []).extend(pats if isinstance(pats, list) else [str(pats)])
+        if splits:
+            want = split or ("train" if "train" in splits else next(iter(splits)))
+            if want not in splits:
+                raise HubNotFound(f"no split {want!r} in config {pick.get('config_name', 'default')!r}; "
+                                  f"splits: {', '.join(splits)}")
+            chosen = [p for p in data if any(fnmatch.fnmatch(p, pat) for pat in splits[want])]
+            if chosen:
+                return chosen, f"config {pick.get('config_name', 'default')!r}, split {want!r}: {len(chosen)} file(s)"
+    if config:
+        data = [p for p in data if p.split("/")[0] == config or f"/{config}/" in f"/{p}"]
+        if not data:
+            raise HubNotFound(f"no config {config!r} (no folder of that name holding data files)")
+    if split:
+        chosen = [p for p in data if _split_re(split).search(p)]
+        if not chosen:
+            raise HubNotFound(f"no split {split!r} among {len(data)} data file(s)")
+        return chosen, f"split {split!r}: {len(chosen)} file(s)"
+    train = [p for p in data if _split_re("train").search(p)]
+    if train and len(train) < len(data):
+        return train, f"split 'train': {len(train)} of {len(data)} data file(s) (choose another with --split)"
+    return data, f"{len(data)} data file(s)"
+
+
+def is_capture_layout(files: dict[str, int | None]) -> bool:
+    return any(name in files for name in _MARKERS)
+
+
+def cache_dir(spec: HubSpec) -> Path:
+    root = Path(os.environ.get("VIEWER_HUB_CACHE") or Path(tempfile.gettempdir()) / "rollout-inspector-hub")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.repo}@{spec.revision or 'main'}/{spec.path}")
+    return root / safe
+
+
+def fetch_capture(fs, spec: HubSpec, files: dict[str, int | None],
+                  progress: Callable[[str], None] | None = None) -> Path:
+    """Download just the capture files (a few, by name) into a local cache folder."""
+    dest = cache_dir(spec)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in CAPTURE_FILES:
+        if name not in files:
+            continue
+        target = dest / name
+        if target.exists() and files[name] is not None and target.stat().st_size == files[name]:
+            continue
+        if progress:
+            progress(f"fetching {spec.repo}/{(spec.path + '/' if spec.path else '') + name}")
+        tmp = target.with_suffix(target.suffix + ".part")
+        hub_call(spec, lambda n=name, t=tmp: fs.get_file(f"{spec.base}/{n}", str(t)))
+        tmp.replace(target)
+    return dest
+
+
+def data_files(spec: HubSpec, rel_paths: list[str], sizes: dict[str, int | None], is_file: bool) -> list[DataFile]:
+    return [DataFile(spec.base if is_file else f"{spec.base}/{rel}", rel, data_kind(rel) or "jsonl",
+                     size=sizes.get(rel)) for rel in rel_paths]

@@ -1,0 +1,398 @@
+"""Row datasets read lazily through an fsspec filesystem: parquet row groups, JSONL lines, JSON files.
+
+One code path for local files and the Hub: a :class:`RowDataset` holds an fsspec
+filesystem (``LocalFileSystem``, ``HfFileSystem``, or anything standing in for them in
+tests) and a list of data files. Opening row N reads
+
+* **parquet**: the footers of the files up to the one holding N, then only N's row group
+  (the column chunks asked for, fetched as coalesced ranges);
+* **JSONL**: the file from its start up to line N, in 1 MiB blocks, keeping line offsets;
+* **JSON** (an array, or one object = one row): the whole file (size-capped).
+
+Every file object is wrapped so the bytes really read are counted (``bytes_read``), which
+the benchmark and the UI report. Cells over ``max_cell_mb`` are refused with the row and
+field named; the other rows stay readable. Nothing here knows about trace formats.
+"""
+from __future__ import annotations
+
+import io
+import json
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+__all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
+
+DATA_EXTS = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
+_BLOCK = 1 << 20
+
+
+class RowReadError(Exception):
+    """One row (or one file) could not be read; ``where`` names the row and field."""
+
+    def __init__(self, where: str, message: str):
+        super().__init__(f"{where}: {message}")
+        self.where = where
+        self.message = message
+
+
+def data_kind(path: str) -> str | None:
+    low = path.lower()
+    for ext, kind in DATA_EXTS.items():
+        if low.endswith(ext):
+            return kind
+    return None
+
+
+class _Counting(io.RawIOBase):
+    """A read-only file wrapper counting the bytes actually read from the underlying file."""
+
+    def __init__(self, f, counter: Callable[[int], None]):
+        self._f = f
+        self._count = counter
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        b = self._f.read(n)
+        self._count(len(b))
+        return b
+
+    def readinto(self, buf) -> int:
+        b = self._f.read(len(buf))
+        buf[:len(b)] = b
+        self._count(len(b))
+        return len(b)
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self._f.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self._f.tell()
+
+    def close(self) -> None:
+        try:
+            self._f.close()
+        finally:
+            super().close()
+
+
+@dataclass
+class DataFile:
+    path: str  # path on the filesystem
+    name: str  # what messages show (relative to the dataset root)
+    kind: str  # parquet | jsonl | json
+    size: int | None = None
+    num_rows: int | None = None  # None until counted
+    row_groups: list[int] | None = None  # parquet: rows per row group
+    line_offsets: list[int] = field(default_factory=list)  # jsonl: byte offset of each known line
+    complete: bool = False  # jsonl: offsets scanned to the end
+    rows: list[Any] | None = None  # json: parsed rows
+    columns: list[str] | None = None
+
+
+class RowDataset:
+    """A lazily read table of rows spread over data files (see module doc).
+
+    ``label`` is what the user typed (``hf://datasets/o/n`` or a local path); global row
+    numbers run over the files in order. Thread-safe for the UI (one lock).
+    """
+
+    def __init__(self, fs, files: Sequence[DataFile], label: str, *, max_cell_mb: float = 256,
+                 max_file_mb: float = 1024, progress: Callable[[str], None] | None = None):
+        if not files:
+            raise ValueError("no data files")
+        self.fs = fs
+        self.files = list(files)
+        self.label = label
+        self.max_cell_bytes = int(max_cell_mb * 1024 * 1024)
+        self.max_file_bytes = int(max_file_mb * 1024 * 1024)
+        self.bytes_read = 0
+        self.progress = progress
+        self._lock = threading.RLock()
+        self._pq: dict[str, Any] = {}
+        self._group_cache: tuple[Any, Any] | None = None
+        self.meta: dict[str, Any] = {}  # e.g. parquet key-value metadata of the first file
+
+    # ---------------------------------------------------------------- bookkeeping
+    def _add(self, n: int) -> None:
+        self.bytes_read += n
+
+    def _say(self, msg: str) -> None:
+        if self.progress is not None:
+            self.progress(msg)
+
+    def _open(self, f: DataFile):
+        self._say(f"fetching {f.name}")
+        # No read-ahead cache: every byte asked for is fetched once and counted (pyarrow
+        # coalesces the column-chunk ranges it needs with pre_buffer).
+        return _Counting(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._add)
+
+    def _parquet(self, f: DataFile):
+        pf = self._pq.get(f.path)
+        if pf is None:
+            import pyarrow.parquet as pq
+
+            self._say(f"reading the parquet footer of {f.name}")
+            pf = pq.ParquetFile(self._open(f), pre_buffer=True)
+            md = pf.metadata
+            f.row_groups = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+            f.num_rows = md.num_rows
+            f.columns = list(pf.schema_arrow.names)
+            kv = pf.schema_arrow.metadata or {}
+            if kv and not self.meta.get("parquet_kv"):
+                self.meta["parquet_kv"] = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
+                                           for k, v in kv.items() if k != b"ARROW:schema"}
+            self._pq[f.path] = pf
+        return pf
+
+    def _json_rows(self, f: DataFile) -> list[Any]:
+        if f.rows is None:
+            if f.size is not None and f.size > self.max_file_bytes:
+                raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
+                                           f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
+            with self._open(f) as fh:
+                raw = fh.read()
+            try:
+                value = json.loads(raw.decode("utf-8-sig"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
+                raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
+            f.rows = _rows_of_json(value)
+            f.num_rows = len(f.rows)
+        return f.rows
+
+    def _scan_lines(self, f: DataFile, upto: int | None) -> None:
+        """Extend f.line_offsets until line ``upto`` is known (None: to the end)."""
+        if f.complete or (upto is not None and len(f.line_offsets) > upto + 1):
+            return
+        start = f.line_offsets[-1] if f.line_offsets else 0
+        with self._open(f) as fh:
+            fh.seek(start)
+            pos = start
+            if not f.line_offsets:
+                f.line_offsets.append(0)
+            while True:
+                block = fh.read(_BLOCK)
+                if not block:
+                    break
+                i = 0
+                while True:
+                    j = block.find(b"\n", i)
+                    if j < 0:
+                        break
+                    f.line_offsets.append(pos + j + 1)
+                    i = j + 1
+                pos += len(block)
+                if upto is not None and len(f.line_offsets) > upto + 1:
+                    return
+        # the last offset is the end of the file: a final line without "\n" still counts
+        if f.line_offsets[-1] != pos:
+            f.line_offsets.append(pos)
+        f.complete = True
+        f.num_rows = len(f.line_offsets) - 1
+
+    # ---------------------------------------------------------------- sizes
+    def count(self, f: DataFile) -> int:
+        with self._lock:
+            if f.num_rows is None:
+                if f.kind == "parquet":
+                    self._parquet(f)
+                elif f.kind == "json":
+                    self._json_rows(f)
+                else:
+                    self._scan_lines(f, None)
+            return f.num_rows or 0
+
+    def __len__(self) -> int:
+        return sum(self.count(f) for f in self.files)
+
+    def known_rows(self) -> int | None:
+        """The total if every file is already counted (no I/O), else None."""
+        if all(f.num_rows is not None for f in self.files):
+            return sum(f.num_rows or 0 for f in self.files)
+        return None
+
+    def columns(self) -> list[str]:
+        """Column names: the parquet schema, or the keys of the first row."""
+        f = self.files[0]
+        with self._lock:
+            if f.kind == "parquet":
+                self._parquet(f)
+                return list(f.columns or [])
+            if f.columns is None:
+                rows = self.read_rows([0]) if self.count(f) else []
+                first = rows[0][1] if rows else {}
+                f.columns = list(first.keys()) if isinstance(first, dict) else []
+            return list(f.columns)
+
+    def locate(self, row: int) -> tuple[DataFile, int]:
+        if row < 0:
+            raise IndexError(row)
+        base = 0
+        for f in self.files:
+            n = self.count(f)
+            if row < base + n:
+                return f, row - base
+            base += n
+        raise IndexError(row)
+
+    # ---------------------------------------------------------------- reading
+    def read_row(self, row: int, columns: Sequence[str] | None = None) -> dict[str, Any]:
+        """One row as a dict. Raises IndexError past the end, RowReadError for a bad row."""
+        return self.read_rows([row], columns)[0][1]
+
+    def read_rows(self, rows: Sequence[int], columns: Sequence[str] | None = None
+                  ) -> list[tuple[int, dict[str, Any] | RowReadError]]:
+        """(row, value) for each requested row, in the order given; a bad row's value is the error."""
+        with self._lock:
+            out: dict[int, Any] = {}
+            by_file: dict[int, list[tuple[int, int]]] = {}
+            for r in rows:
+                f, local = self.locate(r)
+                by_file.setdefault(self.files.index(f), []).append((r, local))
+            for fi, pairs in by_file.items():
+                f = self.files[fi]
+                for r, value in self._read_file_rows(f, pairs, columns):
+                    out[r] = value
+            return [(r, out[r]) for r in rows]
+
+    def _read_file_rows(self, f: DataFile, pairs: list[tuple[int, int]], columns) -> Iterator[tuple[int, Any]]:
+        if f.kind == "json":
+            rows = self._json_rows(f)
+            for r, local in pairs:
+                yield r, self._check_cells(r, rows[local])
+        elif f.kind == "jsonl":
+            yield from self._jsonl_rows(f, pairs)
+        else:
+            yield from self._parquet_rows(f, pairs, columns)
+
+    def _jsonl_rows(self, f: DataFile, pairs):
+        self._scan_lines(f, max(local for _, local in pairs))
+        with self._open(f) as fh:
+            for r, local in sorted(pairs, key=lambda p: p[1]):
+                a, b = f.line_offsets[local], f.line_offsets[local + 1]
+                if b - a > self.max_cell_bytes:
+                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
+                                          f"line is {(b - a) / 1048576:.1f} MB, over the "
+                                          f"{self.max_cell_bytes / 1048576:g} MB cell limit; not parsed")
+                    continue
+                fh.seek(a)
+                raw = fh.read(b - a)
+                try:
+                    text = raw.decode("utf-8-sig" if a == 0 else "utf-8")
+                    value = json.loads(text) if text.strip() else {}
+                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                    col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+                    yield r, RowReadError(f"row {r} (line {local + 1}{col} of {f.name})", f"invalid JSON: {e}")
+                    continue
+                if isinstance(value, list):
+                    value = {"messages": value}
+                if not isinstance(value, dict):
+                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
+                                          f"expected a JSON object, got {type(value).__name__}")
+                    continue
+                yield r, self._check_cells(r, value)
+
+    def _parquet_rows(self, f: DataFile, pairs, columns):
+        pf = self._parquet(f)
+        cols = [c for c in columns if c in (f.columns or [])] if columns else None
+        starts, acc = [], 0
+        for n in f.row_groups or []:
+            starts.append(acc)
+            acc += n
+        wanted: dict[int, list[tuple[int, int]]] = {}
+        for r, local in pairs:
+            g = max(i for i, s in enumerate(starts) if s <= local)
+            wanted.setdefault(g, []).append((r, local - starts[g]))
+        for g, items in sorted(wanted.items()):
+            key = (f.path, g, tuple(cols) if cols else None)
+            table = self._group_cache[1] if self._group_cache and self._group_cache[0] == key else None
+            if table is None:
+                self._say(f"reading row group {g} of {f.name} (rows {starts[g]}..{starts[g] + (f.row_groups or [0])[g] - 1})")
+                table = pf.read_row_group(g, columns=cols, use_threads=False)
+                self._group_cache = (key, table)  # one row group kept: the next row is often in it
+            for r, k in items:
+                yield r, self._parquet_cell_check(r, f, table.slice(k, 1))
+
+    def _parquet_cell_check(self, r: int, f: DataFile, one) -> Any:
+        for name, col in zip(one.schema.names, one.columns):
+            size = col.nbytes
+            if size > self.max_cell_bytes:
+                return RowReadError(f"row {r} .{name}", f"cell is {size / 1048576:.1f} MB, over the "
+                                                        f"{self.max_cell_bytes / 1048576:g} MB cell limit; not read")
+        return one.to_pylist()[0]
+
+    def _check_cells(self, r: int, value: Any) -> Any:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(v, str) and len(v) > self.max_cell_bytes:
+                    return RowReadError(f"row {r} .{k}", f"cell is {len(v) / 1048576:.1f} MB, over the "
+                                                         f"{self.max_cell_bytes / 1048576:g} MB cell limit; not read")
+        return value
+
+    def scan(self, columns: Sequence[str] | None, batch_rows: int = 512
+             ) -> Iterator[tuple[int, dict[str, Any] | RowReadError]]:
+        """Every row, in order, restricted to ``columns`` where the storage allows it
+        (parquet reads only those column chunks; JSON/JSONL rows are parsed whole)."""
+        base = 0
+        for f in self.files:
+            n = self.count(f)
+            if f.kind == "parquet":
+                pf = self._parquet(f)
+                cols = [c for c in columns if c in (f.columns or [])] if columns is not None else None
+                self._say(f"scanning {', '.join(cols) if cols else 'all columns'} of {f.name}")
+                r = base
+                # one row group at a time: pre_buffer would otherwise fetch every group up front
+                for g in range(len(f.row_groups or [])):
+                    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=cols,
+                                                 use_threads=False):
+                        for rec in batch.to_pylist():
+                            yield r, rec
+                            r += 1
+            else:
+                self._say(f"scanning {f.name}")
+                for start in range(0, n, batch_rows):
+                    idx = list(range(base + start, base + min(n, start + batch_rows)))
+                    for r, v in self.read_rows(idx):
+                        if columns is not None and isinstance(v, dict):
+                            v = {k: v[k] for k in columns if k in v}
+                        yield r, v
+            base += n
+
+
+def _rows_of_json(value: Any) -> list[Any]:
+    """Rows of a JSON document: an array of objects, a wrapper object, or one object."""
+    if isinstance(value, list):
+        # A list of opencode {info, parts} messages (or of chat messages) is ONE conversation.
+        if value and all(isinstance(v, dict) for v in value[:5]) and (
+                ("info" in value[0] and "parts" in value[0])
+                or ("role" in value[0] and "content" in value[0] and "conversations" not in value[0])):
+            return [{"messages": value}]
+        return [v if isinstance(v, dict) else {"messages": v} if isinstance(v, list) else v for v in value]
+    if isinstance(value, dict):
+        for key in ("rows", "data", "records"):
+            if isinstance(value.get(key), list) and value[key] and isinstance(value[key][0], dict):
+                return list(value[key])
+        return [value]
+    return [value]
+
+
+def local_dataset(paths: Sequence[str], root: str, label: str, **kwargs) -> RowDataset:
+    """A RowDataset over local files (the same code path as the Hub, with ``LocalFileSystem``)."""
+    import os
+
+    from fsspec.implementations.local import LocalFileSystem
+
+    files = []
+    for p in paths:
+        kind = data_kind(p)
+        if kind is None:
+            continue
+        rel = os.path.relpath(p, root) if root else os.path.basename(p)
+        files.append(DataFile(p, rel, kind, size=os.path.getsize(p)))
+    return RowDataset(LocalFileSystem(), files, label, **kwargs)
