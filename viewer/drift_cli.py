@@ -1,0 +1,429 @@
+"""``python -m viewer drift SOURCE [--tokenizer T] [--json] [--limit N]``: drift over a dataset.
+
+SOURCE is a capture folder, a trace / turns file, a folder holding capture folders (found
+recursively), or ``hf://...`` once :mod:`viewer.sources` reads the Hub. Rollouts are read
+one at a time and scanned in chunks (:func:`viewer.drift.scan`), so memory stays bounded
+by the chunk, not the dataset. ``--json`` prints one document on stdout::
+
+    {"source", "tokenizer", "turns": [{"rollout", "turn", "retokenize", "template", "prefix", "row", ...}],
+     "totals": {"turns", "drifted_turns", "by_cause", "forked_rows", ...}, "errors": [...]}
+
+otherwise a table (one line per turn) and the totals. Progress goes to stderr for scans
+of more than one rollout. Exit codes: 0 ok, 1 nothing readable, 2 usage / not found.
+
+The scan helpers here (:func:`discover`, :func:`iter_rollouts`, :func:`scan_source`,
+:func:`scan_table`) are shared with the app's scan panel; nothing here imports gradio.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from viewer.config import Settings
+from viewer.rollout import Rollout
+
+__all__ = ["add_parser", "discover", "iter_rollouts", "scan_source", "scan_table", "SCAN_COLUMNS",
+           "ScanInputError"]
+
+CAPTURE_FILES = ("trace.json", "turns.json")
+SCAN_COLUMNS = ["rollout", "turn", "drifted", "round trip", "rt cause", "spans", "re-render", "render cause",
+                "prefix", "prefix cause", "re-rendered", "row", "losing gradient", "unchecked"]
+
+
+class ScanInputError(Exception):
+    """The source as a whole cannot be scanned (``not_found`` → exit 2, else 1)."""
+
+    def __init__(self, message: str, not_found: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.not_found = not_found
+
+
+def _is_data_file(spec: str) -> bool:
+    """A parquet / JSONL file: many rows, one rollout each (a .json file is read as a capture)."""
+    return Path(spec).suffix.lower() in (".parquet", ".jsonl", ".ndjson") and Path(spec).is_file()
+
+
+def _is_capture(p: Path) -> bool:
+    return p.is_dir() and any((p / f).is_file() for f in CAPTURE_FILES)
+
+
+def discover(source: str | Path) -> list[str]:
+    """The rollout specs a SOURCE stands for, in a stable order.
+
+    ``hf://...`` → itself; a file or a capture folder → itself; any other folder → every
+    capture folder below it (a capture folder's own subfolders are not searched).
+    """
+    text = str(source)
+    if text.startswith("hf://"):
+        return [text]
+    p = Path(text).expanduser()
+    if not p.exists():
+        raise ScanInputError(f"{p}: no such file or folder", not_found=True)
+    if p.is_file() or _is_capture(p):
+        return [str(p)]
+    found: list[str] = []
+    for root, dirs, _files in os.walk(p):
+        dirs.sort()
+        here = Path(root)
+        if _is_capture(here):
+            found.append(str(here))
+            dirs.clear()  # a capture folder is a leaf
+    if not found:
+        raise ScanInputError(f"{p}: no capture folders (with trace.json or turns.json) found under it")
+    return found
+
+
+def _dataset_rollouts(spec: str, settings: Settings, limit: int | None,
+                      errors: list[dict[str, str]]) -> Iterator[Rollout]:
+    """Rollouts of a dataset spec (``hf://...`` or a parquet / JSONL / JSON data file), row by row.
+
+    Uses :func:`viewer.sources.open_dataset` (rows read one at a time, the Hub streamed);
+    a capture-layout source is one rollout. A bad row is recorded in ``errors`` and skipped.
+    Without ``open_dataset`` (older readers) it falls back to one ``load_source``.
+    """
+    from viewer import sources
+
+    opener = getattr(sources, "open_dataset", None)
+    if not callable(opener):
+        yield sources.load_source(spec, settings)
+        return
+    src = opener(spec, settings)
+    if src.is_capture:
+        yield src.rollout()
+        return
+    visible = src.visible_rows()
+    rows: Iterator[int] = iter(visible) if visible is not None else itertools.count()
+    n = 0
+    for row in rows:
+        if limit is not None and n >= limit:
+            return
+        try:
+            r = src.rollout(row)
+        except sources.SourceNotFound:
+            return  # past the last row
+        except sources.SourceError as e:
+            errors.append({"source": f"{spec} row {row}", "error": e.message})
+            n += 1
+            continue
+        n += 1
+        yield r
+
+
+class _Rollouts:
+    """Lazy, sized iterable of rollouts: read one at a time, unreadable ones recorded in ``errors``."""
+
+    def __init__(self, specs: list[str], settings: Settings, limit: int | None):
+        self.specs, self.settings, self.limit = specs, settings, limit
+        self.errors: list[dict[str, str]] = []
+        self.first: Rollout | None = None
+        self._peeked: list[Rollout] = []
+        self._gen = self._read()
+
+    def __len__(self) -> int:
+        if len(self.specs) == 1 and (self.specs[0].startswith("hf://") or _is_data_file(self.specs[0])):
+            return self.limit or 1
+        return min(len(self.specs), self.limit) if self.limit else len(self.specs)
+
+    def _read(self) -> Iterator[Rollout]:
+        from viewer.sources import SourceError
+
+        n = 0
+        for spec in self.specs:
+            if self.limit is not None and n >= self.limit:
+                return
+            try:
+                if spec.startswith("hf://") or _is_data_file(spec):
+                    for r in _dataset_rollouts(spec, self.settings, self.limit, self.errors):
+                        yield r
+                        n += 1
+                        if self.limit is not None and n >= self.limit:
+                            return
+                    continue
+                from viewer.sources import load_source
+
+                r = load_source(spec, self.settings)
+            except SourceError as e:
+                self.errors.append({"source": spec, "error": e.message})
+                continue
+            except Exception as e:  # a reader bug on one rollout must not stop the scan
+                self.errors.append({"source": spec, "error": f"{type(e).__name__}: {e}"})
+                continue
+            n += 1
+            yield r
+
+    def peek(self) -> Rollout | None:
+        """The first readable rollout (read once, then replayed by iteration)."""
+        if not self._peeked:
+            self._peeked = list(itertools.islice(self._gen, 1))
+        return self._peeked[0] if self._peeked else None
+
+    def __iter__(self) -> Iterator[Rollout]:
+        peeked, self._peeked = self._peeked, []
+        return itertools.chain(peeked, self._gen)
+
+
+def iter_rollouts(source: str | Path, settings: Settings | None = None, limit: int | None = None) -> _Rollouts:
+    """A lazy sized iterable over the rollouts of SOURCE (see :func:`discover`); ``.errors``
+    lists the ones that could not be read (they are skipped, not fatal)."""
+    return _Rollouts(discover(source), settings or Settings(), limit)
+
+
+def _capture_dir(r: Rollout) -> Path | None:
+    p = Path(r.source) if r.source and not str(r.source).startswith("hf://") else None
+    if p is None or not p.exists():
+        return None
+    return p if p.is_dir() else p.parent
+
+
+def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
+    """Add one scan result's totals into another (ints summed, dicts merged by key)."""
+    for k, v in part.items():
+        if k == "cancelled":
+            into[k] = into.get(k, False) or v
+        elif isinstance(v, dict):
+            d = into.setdefault(k, {})
+            for kk, vv in v.items():
+                d[kk] = d.get(kk, 0) + vv
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            into[k] = into.get(k, 0) + v
+
+
+class _TokenizerCache:
+    """One tokenizer per (model, capture tokenizer folder), resolved once per scan."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._cache: dict[tuple[str | None, str | None], Any] = {}
+
+    def __call__(self, r: Rollout):
+        from viewer.tokenizer import resolve_tokenizer
+
+        cap = _capture_dir(r)
+        own = cap / "tokenizer" if cap is not None and (cap / "tokenizer" / "tokenizer.json").is_file() else None
+        key = (r.model, str(own) if own else None)
+        if key not in self._cache:
+            self._cache[key] = resolve_tokenizer(r.model, self.settings.tokenizer or None, capture_dir=cap)
+        return self._cache[key]
+
+
+def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings | None = None, *,
+                tokenizer: str | None = None, tok: Any = None, tok_name: str | None = None,
+                limit: int | None = None,
+                progress: Callable[[int, int | None], None] | None = None,
+                cancel: threading.Event | None = None, plain: bool = True,
+                chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None) -> dict[str, Any]:
+    """Scan SOURCE (a path / spec, or rollouts already in memory) with :func:`viewer.drift.scan`.
+
+    Tokenizer: ``tok`` when given; else the ``tokenizer`` override (it must load, or
+    :class:`ScanInputError`); else resolved **per rollout** from its model and capture
+    folder (a folder of captures may mix models), consecutive rollouts sharing one being
+    scanned together in batches of ``chunk_rollouts``. The result adds ``source``,
+    ``tokenizer`` (a name, or the names joined when several were used), ``tokenizers``,
+    ``errors`` (unreadable rollouts) and ``totals.unreadable``; each turn record carries
+    ``tokenizer``. Raises :class:`ScanInputError` when SOURCE is missing or holds no
+    readable rollout. ``on_rollout`` sees every rollout as it is read (the UI keeps a few).
+    """
+    from viewer import drift
+    from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
+
+    settings = settings or Settings()
+    if isinstance(source, Rollout):
+        source = [source]
+    if isinstance(source, list):
+        rollouts: Any = source[:limit] if limit else source
+        first = rollouts[0] if rollouts else None
+        errors: list[dict[str, str]] = []
+        label = ", ".join(r.source for r in rollouts[:3]) + (" …" if len(rollouts) > 3 else "")
+    else:
+        rollouts = iter_rollouts(source, settings, limit)
+        first = rollouts.peek()
+        errors = rollouts.errors
+        label = str(source)
+    if first is None:
+        why = "; ".join(f"{e['source']}: {e['error']}" for e in errors[:3])
+        raise ScanInputError(f"{label}: no readable rollout" + (f" ({why})" if why else ""))
+    if tok is not None:
+        fixed: TokenizerChoice | None = TokenizerChoice(
+            tok_name or getattr(tok, "name_or_path", None) or type(tok).__name__, tok, "local-dir", "")
+    elif tokenizer:
+        fixed = resolve_tokenizer(None, tokenizer)
+        if fixed.tokenizer is None:
+            raise ScanInputError(f"tokenizer {tokenizer!r} could not be loaded: {fixed.message}")
+    else:
+        fixed = None
+    pick = (lambda r: fixed) if fixed is not None else _TokenizerCache(settings)
+    total = len(rollouts)
+    out: dict[str, Any] = {"turns": [], "totals": {}}
+    names: dict[str | None, str] = {}
+    done = 0
+    batch: list[Rollout] = []
+    batch_choice: Any = None
+
+    def flush() -> None:
+        nonlocal done
+        if not batch:
+            return
+        base = done
+
+        def prog(d: int, _t: int | None) -> None:
+            if progress is not None:
+                progress(base + d, total)
+
+        res = drift.scan(batch, batch_choice.tokenizer, progress=prog, cancel=cancel, plain=plain,
+                         chunk_rollouts=chunk_rollouts)
+        for rec in res["turns"]:
+            rec["tokenizer"] = batch_choice.name
+        out["turns"].extend(res["turns"])
+        _merge(out["totals"], res["totals"])
+        names.setdefault(batch_choice.name, batch_choice.message)
+        done += len(batch)
+        batch.clear()
+
+    for r in rollouts:
+        if cancel is not None and cancel.is_set():
+            out["totals"]["cancelled"] = True
+            break
+        if on_rollout is not None:
+            on_rollout(r)
+        c = pick(r)
+        if batch and (c.tokenizer is not batch_choice.tokenizer or len(batch) >= chunk_rollouts):
+            flush()
+        batch_choice = c
+        batch.append(r)
+    if not (cancel is not None and cancel.is_set()):
+        flush()
+    else:
+        out["totals"]["cancelled"] = True
+    t = out["totals"]
+    for k, v in (("turns", 0), ("drifted_turns", 0), ("by_cause", {}), ("forked_rows", 0), ("unchecked", 0),
+                 ("tokens_losing_gradient", 0), ("rows", 0), ("rollouts", 0), ("retokenize_drifted", 0),
+                 ("template_drifted", 0), ("prefix_broken", 0), ("cancelled", False)):
+        t.setdefault(k, v)
+    t.setdefault("unchecked_by_check", {"retokenize": 0, "template": 0, "prefix": 0})
+    t["unreadable"] = len(errors)
+    used = [n for n in names]
+    out["source"] = label
+    out["tokenizer"] = used[0] if len(used) == 1 else (" + ".join(str(n) for n in used) if used else None)
+    out["tokenizers"] = [{"name": n, "note": m} for n, m in names.items()]
+    out["errors"] = list(errors)
+    return out
+
+
+def _yn(v: bool | None) -> str:
+    return "—" if v is None else ("equal" if v else "DIFF")
+
+
+def scan_table(result: dict[str, Any], cause: str | None = None, drifted_only: bool = False) -> list[dict[str, Any]]:
+    """One plain dict per turn (columns :data:`SCAN_COLUMNS`), optionally only turns where
+    some check names ``cause``, or only drifted turns. Used by the CLI table and the UI."""
+    out = []
+    for rec in result.get("turns", []):
+        rt, tp, px = rec["retokenize"], rec["template"], rec["prefix"]
+        causes = {c for c in (rt.get("cause"), tp.get("cause"), px.get("cause")) if c}
+        drifted = rt.get("equal") is False or tp.get("equal") is False or px.get("status") == "broken"
+        if cause and cause not in causes:
+            continue
+        if drifted_only and not drifted:
+            continue
+        row = rec.get("row") or {}
+        out.append({
+            "rollout": rec["rollout"], "turn": rec["turn"], "drifted": "yes" if drifted else "no",
+            "round trip": _yn(rt.get("equal")), "rt cause": rt.get("cause") or "",
+            "spans": rt.get("changed_spans", 0), "re-render": _yn(tp.get("equal")),
+            "render cause": tp.get("cause") or "", "prefix": px.get("status", ""),
+            "prefix cause": px.get("cause") or "", "re-rendered": px.get("tokens_rerendered", 0),
+            "row": row.get("verdict", ""), "losing gradient": row.get("tokens_losing_gradient", 0),
+            "unchecked": rec.get("unchecked", ""),
+        })
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------
+
+def _short(name: str, width: int = 36) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1):]
+
+
+def _print_table(res: dict[str, Any]) -> None:
+    rows = scan_table(res)
+    cols = ["rollout", "turn", "round trip", "rt cause", "re-render", "render cause", "prefix", "prefix cause",
+            "re-rendered", "row", "losing gradient"]
+    cells = [[_short(str(r[c])) if c == "rollout" else str(r[c]) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(x[i]) for x in cells]) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for x, r in zip(cells, rows):
+        line = "  ".join(v.ljust(w) for v, w in zip(x, widths)).rstrip()
+        print(line + (f"  [unchecked: {r['unchecked']}]" if r["unchecked"] else ""))
+    t = res["totals"]
+    causes = ", ".join(f"{c} {n}" for c, n in sorted(t["by_cause"].items(), key=lambda kv: -kv[1])) or "none"
+    print()
+    print(f"source:                 {res['source']}")
+    print(f"tokenizer:              {res['tokenizer'] or 'none (round trip and re-render unchecked)'}")
+    print(f"rollouts:               {t['rollouts']}" + (f" ({t['unreadable']} unreadable)" if t["unreadable"] else ""))
+    print(f"turns checked:          {t['turns']} ({t['unchecked']} unchecked)")
+    print(f"drifted turns:          {t['drifted_turns']}")
+    print(f"  round trip / re-render / broken prefix: {t['retokenize_drifted']} / {t['template_drifted']} / "
+          f"{t['prefix_broken']}")
+    print(f"by cause:               {causes}")
+    print(f"forked rows:            {t['forked_rows']}")
+    print(f"tokens losing gradient: {t['tokens_losing_gradient']}")
+    for e in res["errors"]:
+        print(f"unreadable: {e['source']}: {e['error']}")
+
+
+def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
+    if args.limit is not None and args.limit < 1:
+        print("error: --limit must be at least 1", file=sys.stderr)
+        return 2
+    tty_progress = not args.quiet
+
+    def progress(done: int, total: int | None) -> None:
+        if tty_progress and (total or 0) > 1:
+            print(f"\rscanned {done}/{total if total is not None else '?'} rollouts", end="", file=sys.stderr,
+                  flush=True)
+
+    try:
+        res = scan_source(args.source, settings, tokenizer=args.tokenizer, limit=args.limit, progress=progress)
+    except ScanInputError as e:
+        print(f"error: {e.message}", file=sys.stderr)
+        return 2 if e.not_found else 1
+    except Exception as e:  # noqa: BLE001  (one line on stderr, never a traceback)
+        from viewer.sources import SourceError, SourceNotFound
+
+        if isinstance(e, SourceError):
+            print(f"error: {e.message}", file=sys.stderr)
+            return 2 if isinstance(e, SourceNotFound) else 1
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    if tty_progress and res["totals"]["rollouts"] > 1:
+        print(file=sys.stderr)
+    if args.json:
+        print(json.dumps(res, ensure_ascii=False))
+    else:
+        _print_table(res)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("drift", help="retokenisation drift per turn and in total (round trip, re-render, prefix, rows)",
+                       description="Check every agent turn of SOURCE for retokenisation drift: output decode→encode "
+                                   "round trip, prompt re-render through the chat template, turn-to-turn prefix, and "
+                                   "the trainer's CLEAN/REALIGN/FORK rows.")
+    p.add_argument("source", metavar="SOURCE",
+                   help="capture folder, trace/turns file, folder of capture folders, or hf://datasets/OWNER/NAME")
+    p.add_argument("--tokenizer", metavar="T", default=None,
+                   help="tokenizer override: 'qwen3', a folder with tokenizer.json, or a cached Hub name")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="scan at most N rollouts (rows for hf://)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=_cmd_drift)
