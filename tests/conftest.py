@@ -47,9 +47,16 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory):
+def data_root(tmp_path_factory) -> Path:
+    """The launched app's data root: tests put files here to open them by typed path."""
+    return tmp_path_factory.mktemp("data-root")
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory, data_root):
     """The real app on loopback, launched exactly as app.py does, with the bundled sample."""
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
+    os.environ["VIEWER_DATA_ROOT"] = str(data_root)
     from viewer.config import Settings
     from viewer.ui import create_app, launch_kwargs
 

@@ -76,3 +76,22 @@ def test_garbage_upload_gives_clear_message(client, tmp_path, bad):
     out = _outputs(client.predict([handle_file(str(f))], "", api_name="/open_upload"))
     text = "".join(v for k, v in out.items() if k in ("status", "problems", "header") and isinstance(v, str))
     assert "trace.json" in text
+
+
+def test_ids_outside_vocab_are_shown_hatched_and_explained(client, tmp_path):
+    from gradio_client import handle_file
+
+    from captures import write_capture
+
+    folder = write_capture(tmp_path / "oov", "hi", "Hello there", tool_command=None)
+    rec = json.loads((folder / "trace.json").read_text())[0]
+    rec["completion_token_ids"][1] = 999_999  # past Qwen3's 151,669 entries
+    rec["completion_tokens"][1] = "token_id:999999"
+    rec["logprobs"][1]["token"] = "token_id:999999"
+    (folder / "trace.json").write_text(json.dumps([rec]))
+    out = _outputs(client.predict([handle_file(str(folder / "trace.json"))], "", api_name="/open_upload"))
+    payload = json.loads(out["view"])
+    pos = payload["prompt_len"] + 1
+    assert payload["oov"] == [pos] and payload["ids"][pos] == 999_999
+    assert "999999" in payload["t"][pos]  # a visible placeholder, not an empty string
+    assert "outside the tokenizer's vocabulary" in payload["note"]

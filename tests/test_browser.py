@@ -83,3 +83,27 @@ def test_hostile_tokens_do_not_execute(page, app_url, hostile_capture, tmp_path)
     assert "<img src=x onerror=" in page.locator("#conversation").text_content()
     view_text = page.locator("#token-view .ri-tv-body").text_content()
     assert "onerror" in view_text
+
+
+def test_copy_link_reopens_the_same_selection(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=2&tok=1000-1001")
+    page.locator("#token-view .ri-link").click()
+    url = page.locator("#token-view .ri-tv").get_attribute("data-link")
+    assert "source=sample%3Aqwen3-tiny" in url and "turn=2" in url and "tok=1000-1001" in url
+    page.goto(url)
+    page.wait_for_function(PAINTED)
+    assert page.locator("#token-view .ri-tv").get_attribute("data-selected") == "1000-1001"
+
+
+def test_datasets_tab_lists_rows_with_blank_filters(page, app_url, data_root, realdata):
+    """In the browser (not the API) blank filter fields must not filter anything out."""
+    import shutil
+
+    dest = data_root / "harbor.traces.json"
+    shutil.copy(realdata / "harbor-golden-traces" / "openhands__hello-world.traces.json", dest)
+    _open(page, app_url)
+    page.get_by_role("tab", name="Datasets").click()
+    page.locator("#source-picker textarea, #source-picker input").first.fill(dest.name)
+    page.get_by_role("button", name="Open", exact=True).click()
+    page.wait_for_function("document.querySelector('#row-table')?.textContent.includes('openhands')",
+                           timeout=60000)

@@ -61,10 +61,17 @@ def test_drift_repro_export(client):
     assert 151657 in rt["observed"]["ids"]  # re-encoded: the special <tool_call>
 
 
-def test_drift_scan_folder_filter_and_refusal(client):
+def test_drift_scan_folder_filter_and_refusal(client, data_root):
+    import shutil
+
+    from viewer.config import SAMPLE_DIR
+
+    for name in ("qwen3-tiny", "smollm2"):  # the app's data root gets a folder of captures
+        if not (data_root / "captures" / name).exists():
+            shutil.copytree(SAMPLE_DIR / name, data_root / "captures" / name)
     client.predict("qwen3-tiny", "", api_name="/open_sample")
     summary, table, cause_fig, rollout_fig = client.predict(
-        "folder of captures", ".", "", 50, "(all turns)", api_name="/drift_scan")
+        "folder of captures", "captures", "", 50, "(all turns)", api_name="/drift_scan")
     assert 'data-scan="done"' in summary
     names = {r[0] for r in table["data"]}
     assert any(n.endswith("qwen3-tiny") for n in names) and len(names) >= 2

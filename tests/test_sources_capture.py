@@ -402,3 +402,24 @@ def test_realdata_other_formats_are_not_mistaken_for_traces(realdata):
     # Since issue 5 these are read by their own readers (Harbor rows, ATIF), never as proxy traces.
     for p in (realdata / "harbor-golden-traces").glob("*.json"):
         assert load_source(p).format in ("harbor", "atif")
+
+
+def test_200mb_trace_is_refused_clearly_with_default_settings(tmp_path):
+    """The issue's huge-file case: default limits refuse it without reading it (a sparse file)."""
+    import pytest
+
+    from viewer.sources import SourceError
+
+    folder = tmp_path / "big"
+    folder.mkdir()
+    with open(folder / "trace.json", "wb") as f:
+        f.truncate(200 * 1024 * 1024)
+    (folder / "task.json").write_text('{"instruction": "still shown"}')
+    try:
+        ro = load_source(folder)
+    except SourceError as e:
+        msg = str(e)
+    else:
+        msg = " ".join(str(p) for p in ro.problems)
+        assert ro.instruction == "still shown"
+    assert "trace.json" in msg and "200" in msg and "MB" in msg

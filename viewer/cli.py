@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from viewer.config import Settings
@@ -33,8 +34,12 @@ def tokenizer_name(model: str | None) -> str | None:
 
 def summary_of(ro: Rollout) -> dict[str, Any]:
     """The summary document: the keys in SUMMARY_KEYS plus source and problems."""
-    doc: dict[str, Any] = {"source": ro.source, "format": ro.format, "model": ro.model,
-                           "tokenizer": ro.meta.get("tokenizer") or tokenizer_name(ro.model)}
+    tok = ro.meta.get("tokenizer") or tokenizer_name(ro.model)
+    src = Path(ro.source)
+    folder = src if src.is_dir() else src.parent
+    if not tok and (folder / "tokenizer" / "tokenizer.json").exists():
+        tok = str(folder / "tokenizer")  # a capture that ships its own tokenizer (what the app would use)
+    doc: dict[str, Any] = {"source": ro.source, "format": ro.format, "model": ro.model, "tokenizer": tok}
     doc.update(ro.stats())
     doc["problems"] = [{"severity": p.severity, "file": p.file, "where": p.where, "message": p.message}
                        for p in ro.problems]

@@ -25,9 +25,9 @@ class Settings:
                               "Typed local paths must resolve inside this folder; anything else is refused.")
     sample: str = _setting(str(SAMPLE_DIR / "qwen3-tiny"), "VIEWER_SAMPLE",
                            "Capture folder (or file) the app opens on start.")
-    max_upload_mb: int = _setting(200, "VIEWER_MAX_UPLOAD_MB",
+    max_upload_mb: int = _setting(100, "VIEWER_MAX_UPLOAD_MB",
                                   "Largest upload accepted (per file, zip included), in MB.")
-    max_file_mb: int = _setting(1024, "VIEWER_MAX_FILE_MB",
+    max_file_mb: int = _setting(150, "VIEWER_MAX_FILE_MB",
                                 "Largest single trace file a reader will parse, in MB.")
     page_tokens: int = _setting(20000, "VIEWER_PAGE_TOKENS",
                                 "Tokens painted per page in the token view; longer turns are paged.")
@@ -39,6 +39,30 @@ class Settings:
                               "Tokenizer override: a local directory or a Hub name (Hub only when online).")
     cache_rollouts: int = _setting(16, "VIEWER_CACHE_ROLLOUTS",
                                    "Parsed rollouts kept in memory (LRU) across sessions.")
+    # --- capture (viewer/capture/) ---
+    capture_model: str = _setting("tiny-qwen3", "CAPTURE_MODEL",
+                                  "Capture model: tiny-qwen3 / smollm2 (CPU, built offline), a model folder or Hub name.")
+    capture_out_root: str = _setting(str(REPO_ROOT / "out" / "captures"), "CAPTURE_OUT_ROOT",
+                                     "Folder where the Capture tab writes capture folders.")
+    capture_agent_timeout_s: float = _setting(300.0, "CAPTURE_AGENT_TIMEOUT_S",
+                                              "Wall-clock limit for one opencode run, in seconds.")
+    capture_test_timeout_s: float = _setting(10.0, "CAPTURE_TEST_TIMEOUT_S",
+                                             "Limit per held-out test run of solution.py, in seconds.")
+    capture_max_output_tokens: int = _setting(1024, "CAPTURE_MAX_OUTPUT_TOKENS",
+                                              "opencode's limit.output: max_tokens of each model call.")
+    capture_top_logprobs: int = _setting(5, "CAPTURE_TOP_LOGPROBS",
+                                         "top_logprobs the recording proxy asks for (<= the server's --max-logprobs).")
+    capture_logprobs_mode: str = _setting("", "CAPTURE_LOGPROBS_MODE",
+                                          "vLLM --logprobs-mode for local servers; empty = raw_logprobs when scripted "
+                                          "(the model's own values), else processed_logprobs.")
+    capture_vllm_python: str = _setting("", "CAPTURE_VLLM_PYTHON",
+                                        "Python of the vLLM environment (default .venv-vllm/bin/python).")
+    capture_opencode: str = _setting("", "CAPTURE_OPENCODE",
+                                     "opencode binary (default: the one scripts/setup_capture.sh installs).")
+    capture_hf_flavor: str = _setting("a100-large", "CAPTURE_HF_FLAVOR",
+                                      "Hugging Face Jobs hardware flavor for --backend hf-jobs.")
+    capture_results_repo: str = _setting("", "CAPTURE_RESULTS_REPO",
+                                         "Dataset repo an hf-jobs capture pushes its artefacts to (OWNER/NAME).")
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> "Settings":

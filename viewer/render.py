@@ -38,8 +38,11 @@ def _lp(v: float | None) -> float | None:
 
 def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: int,
                        focus: tuple[int, int] | None = None, mode: str = "mask",
-                       page_tokens: int = 50000, note: str = "") -> str:
+                       page_tokens: int = 50000, note: str = "", link: str = "") -> str:
     """JSON string the token view draws from (see viewer/ui/assets/token_view.js).
+
+    ``link`` is the query string (without ``tok=``) that reopens this turn, or "" when the
+    source cannot be linked (an upload).
 
     Arrays are parallel over prompt+output positions. ``k`` is the kind per position:
     0 context, 1 trained output, 2 untrained output. ``lp`` is null on the prompt.
@@ -83,6 +86,7 @@ def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: 
         "focus": list(focus) if focus else None,
         "mode": mode if mode in ("mask", "logprob") else "mask",
         "note": note,
+        "link": link,
     }
     return safe_json(payload)
 

@@ -10,6 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import gradio as gr
 
@@ -45,6 +46,15 @@ class Browse:
     show_fn: Any  # (Opened, index=None, note="") -> values for outputs
     turn_outputs: list[gr.components.Component]  # what select_fn returns values for
     select_fn: Any  # (key, index) -> values for turn_outputs
+
+
+def link_spec(path: Path, settings: Settings) -> str:
+    """``sample:NAME`` or a data-root-relative path that ?source= accepts, or "" (not linkable)."""
+    p = Path(path).resolve()
+    if p.parent == SAMPLE_DIR.resolve():
+        return f"sample:{p.name}"
+    root = Path(settings.data_root).resolve()
+    return str(p.relative_to(root)) if p.is_relative_to(root) else ""
 
 
 def _default_turn(op: Opened) -> int | None:
@@ -113,9 +123,11 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         if index is None:
             return [None, None, "", None, render.notice_html("This rollout has no turns.")]
         tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
+        spec = link_spec(op.path, settings)
+        link = urlencode({"source": spec, "turn": index}) if spec else ""
         payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob,
                                             context_tail=settings.context_tail, focus=focus, mode=mode,
-                                            page_tokens=settings.page_tokens, note=tv.note)
+                                            page_tokens=settings.page_tokens, note=tv.note, link=link)
         fig = plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
                                    low=settings.low_logprob, offset=tv.tokens.prompt_len)
         return [index, index, payload, fig, render.conversation_html(tv.turn)]
@@ -180,6 +192,12 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         op = store.get(k)
         if op is None:
             return failure("Open a rollout first.")
+        override = (override or "").strip()
+        if override and (override.startswith(("/", ".", "~")) or Path(override).expanduser().exists()):
+            try:  # a folder the user typed: confined to the data root like any typed path
+                override = str(resolve_user_path(override, settings))
+            except ValueError as e:
+                return failure(f"Tokenizer folder refused: {e}")
         return open_path(op.path, override, index=index)
 
     def on_select_turn(k: str | None, index) -> list:

@@ -1,8 +1,141 @@
-"""The Capture screen (placeholder: filled in by its issue's work)."""
+"""The Capture screen: run one live capture in the background, watch it, open the result.
+
+A start handler launches the job in :data:`viewer.capture.runner.RUNNER` (one capture per
+app) and activates a ``gr.Timer`` that polls its snapshot; ``?job=<id>`` re-attaches after
+a reload (GRADIO.md §4). On success the capture folder opens in the viewer.
+"""
 from __future__ import annotations
 
-from ..config import Settings  # noqa: F401  (kept: the builder signature uses it)
+import time
+from pathlib import Path
+
+import gradio as gr
+from gradio.context import Context
+
+from .. import render
+from ..capture.runner import RUNNER, CaptureBusy
+from ..config import Settings
+
+__all__ = ["build", "progress_html"]
+
+MODELS = ["tiny-qwen3", "smollm2"]
 
 
-def build(settings, store, browse) -> None:
+def progress_html(snap: dict | None, job_id: str | None) -> str:
+    """Live progress as HTML (every value escaped)."""
+    esc = render.esc
+    if not snap:
+        return render.notice_html("No capture running. Pick a backend, model and task, then Start.")
+    status = snap.get("status", "?")
+    kind = {"ok": "info", "running": "info", "queued": "info"}.get(status, "error")
+    head = (f"<div class='ri-capture-status ri-{esc(kind)}'><b>{esc(status)}</b> · phase <b>{esc(snap.get('phase'))}</b>"
+            f" · {esc(snap.get('calls', 0))} calls recorded · {esc(snap.get('tokens', 0))} tokens"
+            f" · {esc(snap.get('elapsed_s', 0))} s · job <code>{esc(job_id)}</code>"
+            f" (<a href='?job={esc(job_id)}'>link</a>)</div>")
+    if snap.get("error"):
+        head += f"<div class='ri-notice ri-error'>{esc(snap['error'])}</div>"
+    summ = snap.get("summary") or {}
+    if summ.get("reward") is not None or summ.get("tests_total"):
+        head += (f"<div>reward <b>{esc(summ.get('reward'))}</b> ({esc(summ.get('tests_passed'))}/"
+                 f"{esc(summ.get('tests_total'))} held-out tests) · output folder <code>{esc(snap.get('out'))}</code></div>")
+    lines = "\n".join(f"[{ev.get('t', 0):7.1f}s {ev.get('phase', '')}] {ev.get('message', '')}"
+                      for ev in snap.get("events") or [])
+    return head + f"<pre class='ri-capture-log'>{esc(lines)}</pre>"
+
+
+def build(settings: Settings, store, browse) -> None:
     """Create this screen's components inside the current gr.Tab and wire its events."""
+    job_state = gr.State(None)
+    with gr.Column(elem_id="capture-panel"):
+        gr.Markdown("Run a real opencode agent on one task through the recording proxy in front of vLLM. "
+                    "CPU models are for development; use `endpoint` or `hf-jobs` for a real model on a GPU.")
+        with gr.Row():
+            backend = gr.Dropdown(["local", "endpoint", "hf-jobs"], value="local", label="Backend",
+                                  elem_id="capture-backend")
+            model = gr.Dropdown(MODELS, value=settings.capture_model, allow_custom_value=True, label="Model",
+                                elem_id="capture-model")
+            endpoint = gr.Textbox(label="Endpoint URL (endpoint backend)", placeholder="http://host:8000",
+                                  elem_id="capture-endpoint")
+        with gr.Row():
+            task_index = gr.Number(0, precision=0, minimum=0, label="Bundled task index", elem_id="capture-task")
+            deepcoder = gr.Checkbox(False, label="DeepCoder task (online)", elem_id="capture-deepcoder")
+            scripted = gr.Checkbox(True, label="Scripted expert (bundled tasks)", elem_id="capture-scripted")
+        instruction = gr.Textbox(label="Custom instruction (overrides the task; no held-out tests)", lines=2,
+                                 elem_id="capture-instruction")
+        with gr.Row():
+            agent_timeout = gr.Number(settings.capture_agent_timeout_s, label="Agent timeout (s)",
+                                      elem_id="capture-agent-timeout")
+            max_tokens = gr.Number(settings.capture_max_output_tokens, precision=0, label="Max tokens per call",
+                                   elem_id="capture-max-tokens")
+            token = gr.Textbox(label="HF token (endpoint / hf-jobs; else HF_TOKEN)", type="password",
+                               elem_id="capture-token")
+            results_repo = gr.Textbox(settings.capture_results_repo, label="Results dataset repo (hf-jobs)",
+                                      elem_id="capture-results-repo")
+        with gr.Row():
+            start = gr.Button("Start capture", variant="primary", elem_id="capture-start")
+            cancel = gr.Button("Cancel", variant="stop", elem_id="capture-cancel")
+        progress = gr.HTML(progress_html(None, None), elem_id="capture-progress")
+    timer = gr.Timer(1.0, active=False)
+
+    def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v):
+        import os
+
+        from ..capture.job import CaptureSpec
+
+        out = Path(settings.capture_out_root) / time.strftime("capture-%Y%m%d-%H%M%S")
+        if scr and (instr or "").strip():
+            return None, render.notice_html("Scripted mode replays a bundled task's solution: clear the custom "
+                                            "instruction or untick Scripted.", "error"), gr.Timer(active=False)
+        spec = CaptureSpec(out=str(out), backend=backend_v, model=model_v or settings.capture_model,
+                           endpoint=endpoint_v or "", token=token_v or os.environ.get("HF_TOKEN", ""),
+                           task_source="deepcoder" if deep else "bundled", task_index=int(idx or 0),
+                           instruction=instr or "", scripted=bool(scr), agent_timeout_s=float(a_to or 300),
+                           max_output_tokens=int(mtok or 1024), test_timeout_s=settings.capture_test_timeout_s,
+                           top_logprobs=settings.capture_top_logprobs, logprobs_mode=settings.capture_logprobs_mode,
+                           vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
+                           flavor=settings.capture_hf_flavor, results_repo=repo_v or "")
+        try:
+            job_id = RUNNER.start(spec)
+        except CaptureBusy as e:
+            return gr.skip(), render.notice_html(str(e), "error"), gr.Timer(active=True)
+        return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
+
+    def on_tick(job_id):
+        snap = RUNNER.snapshot(job_id)
+        skip = [gr.skip()] * len(browse.outputs)
+        if snap is None:
+            return [progress_html(None, None), gr.Timer(active=False)] + skip
+        if RUNNER.running(job_id):
+            return [progress_html(snap, job_id), gr.Timer(active=True)] + skip
+        html = progress_html(snap, job_id)
+        out = Path(snap["out"])
+        if snap.get("status") == "ok" and (out / "trace.json").exists():
+            try:
+                op = store.open(out)
+                return [html, gr.Timer(active=False)] + list(browse.show_fn(op, None, f"Opened capture {out.name}"))
+            except Exception as e:  # the capture is on disk; say why it did not open
+                html += render.notice_html(f"capture finished but could not be opened: {e}", "error")
+        return [html, gr.Timer(active=False)] + skip
+
+    def on_cancel(job_id):
+        if not RUNNER.cancel(job_id):
+            return render.notice_html("No capture to cancel.")
+        return progress_html(RUNNER.snapshot(job_id), job_id)
+
+    def on_load(request: gr.Request):
+        q = dict(request.query_params) if request is not None else {}
+        job_id = q.get("job") or None
+        if not job_id or RUNNER.get(job_id) is None:
+            return gr.skip(), gr.skip(), gr.Timer(active=False)
+        return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
+
+    inputs = [backend, model, endpoint, task_index, deepcoder, scripted, instruction, agent_timeout, max_tokens, token,
+              results_repo]
+    start.click(on_start, inputs, [job_state, progress, timer], concurrency_limit=1, concurrency_id="capture-start",
+                api_visibility="private")
+    timer.tick(on_tick, [job_state], [progress, timer] + list(browse.outputs), api_visibility="private",
+               show_progress="hidden")
+    cancel.click(on_cancel, [job_state], [progress], api_visibility="private")
+    root = Context.root_block
+    if root is not None:
+        root.load(on_load, None, [job_state, progress, timer], api_visibility="private", show_progress="hidden")

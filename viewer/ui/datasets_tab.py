@@ -67,8 +67,10 @@ def build(settings: Settings, store, browse) -> None:
         f_agent = gr.Textbox(label="agent", elem_id="ds-f-agent", min_width=90)
         f_model = gr.Textbox(label="model", elem_id="ds-f-model", min_width=90)
         f_task = gr.Textbox(label="task text", elem_id="ds-f-task", min_width=90)
-        f_rmin = gr.Number(label="reward ≥", elem_id="ds-f-rmin", min_width=70)
-        f_rmax = gr.Number(label="reward ≤", elem_id="ds-f-rmax", min_width=70)
+        # Textboxes, not gr.Number: a Number field always holds a value (0 when blank), which
+        # would silently filter out every row whose reward is not 0.
+        f_rmin = gr.Textbox(label="reward ≥", placeholder="any", elem_id="ds-f-rmin", min_width=70)
+        f_rmax = gr.Textbox(label="reward ≤", placeholder="any", elem_id="ds-f-rmax", min_width=70)
         sort = gr.Dropdown(list(SORT_KEYS), value="row", label="sort by", elem_id="ds-sort", min_width=90)
         desc = gr.Checkbox(label="descending", value=False, elem_id="ds-desc", min_width=90)
     with gr.Row(equal_height=True):

@@ -59,9 +59,22 @@ function drawBar() {
     `${D.trained ? 'trained' : (D.kind === 'agent' ? 'NOT trained' : 'bookkeeping, filtered')} · ids: ${D.output_source}` +
     (p ? ` / prompt: ${D.prompt_source}` : '') + (D.exact ? '' : ' · text from recorded bytes (no tokenizer)');
   frag.appendChild(info);
+  if (D.note) frag.appendChild(el('span', 'ri-tv-note', D.note));
   if (D.prompt_len > D.tail) {
     const b = el('button', 'ri-btn ri-ctx', showAll ? 'collapse context' : `show all context (+${(D.prompt_len - D.tail).toLocaleString()})`);
     b.onclick = () => { showAll = !showAll; page = 0; drawBar(); draw(); };
+    frag.appendChild(b);
+  }
+  if (D.link) {
+    const b = el('button', 'ri-btn ri-link', 'copy link');
+    b.title = 'Link to this turn (and the selected tokens)';
+    b.onclick = () => {
+      const q = D.link + (sel[0] >= 0 ? `&tok=${sel[0]}-${sel[1]}` : '') + (mode !== 'mask' ? `&mode=${mode}` : '');
+      const url = location.origin + location.pathname + '?' + q;
+      root.dataset.link = url;
+      if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(url).catch(() => {});
+      detail.textContent = 'link: ' + url;
+    };
     frag.appendChild(b);
   }
   if (pages() > 1) {
