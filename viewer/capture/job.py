@@ -1,0 +1,392 @@
+"""One capture: phases with progress events, cancellable, nothing left running.
+
+Phases: ``setup`` (task, workdir, model build) -> ``server`` (vLLM start or endpoint check)
+-> ``agent`` (recording proxy + opencode) -> ``reward`` (held-out tests) -> ``artefacts``.
+Whatever happens, the ``finally`` path stops opencode, the proxy and any server we
+started, then writes every artefact it can from what was recorded (a failed or cancelled
+capture is still viewable) with a clear ``status``/``error`` in ``summary.json``.
+
+Artefacts in ``out``: trace.json, turns.json, task.json, visible_tests.txt,
+held_out_tests.json, summary.json, proxy_trace.jsonl (raw proxy records, appended live)
+and agent_log.jsonl (opencode's NDJSON events).
+"""
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from viewer.capture import agent as agent_mod
+from viewer.capture.backends import BackendError, Endpoint, LocalVLLM, tail
+from viewer.capture.proxy import ProxyConfig, ProxyServer, Script, read_records
+from viewer.capture.reward import score
+from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
+
+__all__ = ["CaptureSpec", "CaptureJob", "ARTEFACTS", "derive_turns", "write_trace_artefacts", "run_capture"]
+
+ARTEFACTS = ("trace.json", "turns.json", "task.json", "visible_tests.txt", "held_out_tests.json", "summary.json",
+             "proxy_trace.jsonl", "agent_log.jsonl")
+PHASES = ("setup", "server", "agent", "rescore", "reward", "artefacts")
+
+
+@dataclass
+class CaptureSpec:
+    out: str
+    backend: str = "local"  # local | endpoint | hf-jobs
+    model: str = "tiny-qwen3"  # CPU model name, local folder, Hub name (local GPU) or served name (endpoint)
+    endpoint: str = ""
+    token: str = field(default="", repr=False)  # endpoint / HF token: used, never written
+    task_source: str = "bundled"  # bundled | deepcoder
+    task_index: int = 0
+    n_prompts: int = 64
+    seed: int = 0
+    instruction: str = ""
+    scripted: bool = False
+    agent_timeout_s: float = 300.0
+    test_timeout_s: float = 10.0
+    server_timeout_s: float = 600.0
+    max_output_tokens: int = 1024
+    context_tokens: int = 16384
+    steps: int = 8
+    top_logprobs: int = 5
+    logprobs_mode: str = ""  # "" = raw_logprobs when scripted (the model's own values), else processed_logprobs
+    title: bool = True
+    auto_compaction: bool = False
+    vllm_python: str = ""
+    opencode_bin: str = ""
+    flavor: str = "a100-large"  # hf-jobs
+    results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to
+
+    def public(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("token", None)
+        return d
+
+
+class CaptureCancelled(Exception):
+    pass
+
+
+class CaptureJob:
+    """Runs one capture (``run()`` blocks); ``snapshot()`` and ``cancel()`` are thread-safe."""
+
+    def __init__(self, spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | None = None):
+        self.spec = spec
+        self.out = Path(spec.out)
+        self.on_event = on_event
+        self.cancel_event = threading.Event()
+        self.events: list[dict[str, Any]] = []
+        self.phase = "queued"
+        self.status = "queued"  # queued | running | ok | failed | timeout | cancelled
+        self.error: str | None = None
+        self.started = time.time()
+        self.finished: float | None = None
+        self.timings: dict[str, float] = {}
+        self.summary: dict[str, Any] | None = None
+        self._proxy: ProxyServer | None = None
+        self._records: list[dict[str, Any]] | None = None
+        self._failed_phase: str | None = None
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ progress
+    def log(self, message: str, phase: str | None = None) -> None:
+        ev = {"t": round(time.time() - self.started, 2), "phase": phase or self.phase, "message": message}
+        with self._lock:
+            self.events.append(ev)
+        if self.on_event is not None:
+            try:
+                self.on_event(ev)
+            except Exception:
+                pass
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            events = list(self.events[-40:])
+        rec = self._proxy.recorder if self._proxy else None
+        return {"status": self.status, "phase": self.phase, "error": self.error, "out": str(self.out),
+                "elapsed_s": round((self.finished or time.time()) - self.started, 1),
+                "calls": rec.calls if rec else (self.summary or {}).get("calls", 0),
+                "tokens": rec.tokens if rec else (self.summary or {}).get("output_tokens", 0),
+                "events": events, "summary": self.summary}
+
+    def cancel(self) -> None:
+        self.cancel_event.set()
+        self.log("cancel requested")
+
+    def _check(self) -> None:
+        if self.cancel_event.is_set():
+            raise CaptureCancelled()
+
+    def _enter(self, phase: str) -> float:
+        self._check()
+        self.phase = phase
+        self.log(f"phase {phase}")
+        return time.perf_counter()
+
+    # ------------------------------------------------------------------ run
+    def resolve_task(self) -> Task:
+        s = self.spec
+        if s.instruction.strip():
+            return custom_task(s.instruction)
+        if s.task_source == "deepcoder":
+            return deepcoder_task(s.task_index, s.n_prompts, s.seed)
+        return bundled_task(s.task_index)
+
+    def run(self) -> dict[str, Any]:
+        s = self.spec
+        self.status = "running"
+        self.out.mkdir(parents=True, exist_ok=True)
+        for name in ARTEFACTS:  # a fresh capture never mixes with an old one
+            (self.out / name).unlink(missing_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="capture-"))
+        workdir, home = tmp / "workdir", tmp / "home"
+        server_log = tmp / "server.log"
+        backend: LocalVLLM | Endpoint | None = None
+        task: Task | None = None
+        agent_res: agent_mod.AgentResult | None = None
+        reward: dict[str, Any] | None = None
+        served = s.model
+        t_all = time.perf_counter()
+        try:
+            t0 = self._enter("setup")
+            task = self.resolve_task()
+            workdir.mkdir(parents=True)
+            (workdir / "TASK.md").write_text(task.instruction, encoding="utf-8")
+            self._write_task_files(task)
+            script = None
+            if s.scripted:
+                # Qwen3 vocab: spell <tool_call>/</tool_call> piece-wise (the retokenisation case)
+                bias = {"151657": -100.0, "151658": -100.0} if s.model == "tiny-qwen3" else None
+                script = Script(scripted_steps(task, workdir), logit_bias=bias)
+            if s.backend == "local":
+                backend = LocalVLLM(model=s.model, log_path=server_log, python=s.vllm_python,
+                                    logprobs_mode=s.logprobs_mode or ("raw_logprobs" if s.scripted else "processed_logprobs"), max_model_len=s.context_tokens + s.max_output_tokens,
+                                    startup_timeout_s=s.server_timeout_s, log=self.log, cancel=self.cancel_event)
+                backend.model_dir()  # builds a CPU model once (cached): part of setup
+            elif s.backend == "endpoint":
+                if not s.endpoint:
+                    raise BackendError("--endpoint URL is required with --backend endpoint")
+                backend = Endpoint(s.endpoint, served_name="" if s.model in ("", "tiny-qwen3") else s.model,
+                                   token=s.token, log=self.log)
+            else:
+                raise BackendError(f"backend {s.backend!r} runs through viewer.capture.hf_jobs, not CaptureJob")
+            self.timings["setup_s"] = round(time.perf_counter() - t0, 3)
+
+            t0 = self._enter("server")
+            url = backend.start()
+            served = backend.served_name
+            self.log(f"model server ready at {url} (model {served})")
+            self.timings["server_start_s"] = round(time.perf_counter() - t0, 3)
+
+            t0 = self._enter("agent")
+            cfg = ProxyConfig(upstream=url, trace_path=self.out / "proxy_trace.jsonl", top_logprobs=s.top_logprobs,
+                              script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {})
+            self._proxy = ProxyServer(cfg, on_record=lambda r: self.log(
+                f"call {r.get('turn')} ({r.get('kind')}): {len(r.get('completion_token_ids') or [])} tokens, "
+                f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else "")))
+            self._proxy.start()
+            self.log(f"recording proxy on {self._proxy.url}")
+            agent_res = agent_mod.run_opencode(
+                task.instruction, workdir, home, self._proxy.url, served, self.out / "agent_log.jsonl",
+                tmp / "agent_stderr.txt", timeout_s=s.agent_timeout_s, cancel=self.cancel_event, binary=s.opencode_bin,
+                context=s.context_tokens, output=s.max_output_tokens, steps=s.steps,
+                auto_compaction=s.auto_compaction, title=s.title)
+            self.log(f"opencode finished: {agent_res.status} {agent_res.message}".rstrip())
+            self.timings["agent_s"] = round(time.perf_counter() - t0, 3)
+            self._stop_proxy()
+            if agent_res.status == "cancelled":
+                raise CaptureCancelled()
+
+            if s.scripted:
+                t0 = self._enter("rescore")
+                from viewer.capture.rescore import rescore_records
+
+                self._records = read_records(self.out / "proxy_trace.jsonl")
+                n = rescore_records(self._records, url, s.top_logprobs,
+                                    backend.headers() if isinstance(backend, Endpoint) else {})
+                self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
+                self.timings["rescore_s"] = round(time.perf_counter() - t0, 3)
+
+            t0 = self._enter("reward")
+            reward = score(workdir, task.held_out_tests, timeout_s=s.test_timeout_s)
+            self.log(f"reward {reward['reward']} ({reward['passed']}/{reward['total']}; {reward['status']})")
+            self.timings["reward_s"] = round(time.perf_counter() - t0, 3)
+            if agent_res.status != "ok":
+                self._failed_phase = "agent"
+            if agent_res.status == "timeout":
+                self.status, self.error = "timeout", agent_res.message
+            elif agent_res.status != "ok":
+                self.status, self.error = "failed", agent_res.message + (
+                    f": {agent_res.stderr_tail[-300:]}" if agent_res.stderr_tail else "")
+            else:
+                self.status = "ok"
+        except (CaptureCancelled, KeyboardInterrupt):
+            self.status, self.error = "cancelled", "cancelled by the user"
+        except Exception as e:  # every failure ends with a clear status and the artefacts kept
+            self.status = "failed"
+            self.error = f"{self.phase}: {type(e).__name__}: {e}"
+        finally:
+            self._stop_proxy()
+            if backend is not None:
+                try:
+                    backend.stop()
+                except Exception as e:
+                    self.log(f"stopping the server: {e}")
+            failed_phase = (self._failed_phase or self.phase) if self.status != "ok" else None
+            self.phase = "artefacts"
+            t0 = time.perf_counter()
+            try:
+                self.summary = self._write_artefacts(task, agent_res, reward, backend, served, failed_phase,
+                                                     server_log)
+            except Exception as e:
+                self.status = "failed"
+                self.error = (self.error + "; " if self.error else "") + f"writing artefacts: {type(e).__name__}: {e}"
+                self.summary = {"status": self.status, "error": self.error}
+                try:
+                    (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2))
+                except OSError:
+                    pass
+            self.timings["artefacts_s"] = round(time.perf_counter() - t0, 3)
+            self.timings["total_s"] = round(time.perf_counter() - t_all, 3)
+            if self.summary is not None:
+                self.summary["timings"] = dict(self.timings)
+                try:
+                    (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2, ensure_ascii=False))
+                except OSError:
+                    pass
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.finished = time.time()
+            self.phase = "done"
+            self.log(f"capture {self.status}" + (f": {self.error}" if self.error else ""))
+        return self.summary or {}
+
+    def _stop_proxy(self) -> None:
+        if self._proxy is not None and self._proxy._server is not None and not self._proxy.recorder._fh.closed:
+            self._proxy.stop()
+
+    def _write_task_files(self, task: Task) -> None:
+        (self.out / "task.json").write_text(json.dumps(task.task_json(), indent=2, ensure_ascii=False))
+        (self.out / "visible_tests.txt").write_text(task.visible_text(), encoding="utf-8")
+        (self.out / "held_out_tests.json").write_text(json.dumps(task.held_out_tests, indent=2, ensure_ascii=False))
+
+    def _write_artefacts(self, task, agent_res, reward, backend, served, failed_phase, server_log) -> dict[str, Any]:
+        s = self.spec
+        records = self._records if self._records is not None else read_records(self.out / "proxy_trace.jsonl")
+        derived = write_trace_artefacts(self.out, records)
+        rec = self._proxy.recorder if self._proxy else None
+        upstream_errors = [r for r in records if r.get("error") or r.get("upstream_status")]
+        summary: dict[str, Any] = {
+            "status": self.status, "error": self.error, "failed_phase": failed_phase,
+            "reward": (reward or {}).get("reward"), "tests_passed": (reward or {}).get("passed"),
+            "tests_total": (reward or {}).get("total"), "tests_timed_out": (reward or {}).get("timed_out"),
+            "reward_status": (reward or {}).get("status"),
+            "scripted": s.scripted, "model": served, "backend": s.backend,
+            "server": backend.info() if backend is not None else None,
+            "task_id": task.task_id if task else None, "task_source": task.source if task else None,
+            "calls": len(records), **derived,
+            "upstream_errors": len(upstream_errors),
+            "first_upstream_error": (upstream_errors[0].get("error") if upstream_errors else None),
+            "agent": (asdict(agent_res) if agent_res else None),
+            "recorder_write_error": rec.write_error if rec else None,
+            "versions": versions(s.vllm_python),
+            "spec": s.public(),
+        }
+        if reward:
+            summary["test_results"] = [{k: r[k] for k in ("test", "passed", "timed_out", "exit_code", "seconds")}
+                                       for r in reward["results"]]
+        if self.status != "ok" and server_log.exists():
+            summary["server_log_tail"] = tail(server_log, 1500)
+        if summary["agent"] and self.status == "ok":
+            summary["agent"].pop("stderr_tail", None)
+        (self.out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+        return summary
+
+
+def derive_turns(folder: Path) -> tuple[list[dict[str, Any]], Any]:
+    """turns.json entries for the agent calls of ``folder/trace.json``, derived by the viewer's reader."""
+    from viewer.sources.capture import read_capture
+
+    ro = read_capture(folder)
+    entries = []
+    tok = None
+    for t in ro.turns:
+        if t.kind != "agent":
+            continue
+        prompt_ids, source = list(t.prompt_ids), "engine"
+        if not prompt_ids and t.messages:
+            try:
+                if tok is None:
+                    from viewer.tokenizer import load_qwen3
+
+                    tok = load_qwen3()
+                from viewer.tokenizer import render_prompt_ids
+
+                prompt_ids, source = render_prompt_ids(tok, t.messages, t.tools), "rerender"
+            except Exception:
+                prompt_ids, source = [], "rerender"
+        entries.append({"call": t.call, "prompt_ids": prompt_ids, "prompt_ids_source": source,
+                        "output_ids": list(t.output_ids), "per_token_logps": list(t.logprobs),
+                        "trained": bool(t.trained), "mask": list(t.mask)})
+    return entries, ro
+
+
+def write_trace_artefacts(out: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """trace.json (JSON array of the proxy records) and turns.json; returns summary counts."""
+    out = Path(out)
+    (out / "turns.json").unlink(missing_ok=True)
+    (out / "trace.json").write_text(json.dumps(records, ensure_ascii=False))
+    if not records:
+        (out / "turns.json").write_text("[]")
+        return {"agent_turns": 0, "trained_turns": 0, "kept_calls": [], "filtered_calls": [], "tool_counts": {},
+                "output_tokens": 0, "prompt_tokens_last": 0}
+    entries, ro = derive_turns(out)
+    (out / "turns.json").write_text(json.dumps(entries))
+    tools: dict[str, int] = {}
+    for t in ro.turns:
+        if t.kind == "agent":
+            for n in t.tool_names:
+                tools[n] = tools.get(n, 0) + 1
+    agent = [t for t in ro.turns if t.kind == "agent"]
+    return {"agent_turns": len(agent), "trained_turns": sum(1 for t in agent if t.trained),
+            "kept_calls": [t.call for t in agent],
+            "filtered_calls": [{"call": t.call, "role": t.role} for t in ro.turns if t.kind != "agent"],
+            "tool_counts": tools, "output_tokens": sum(len(t.output_ids) for t in ro.turns),
+            "prompt_tokens_last": len(agent[-1].prompt_ids) if agent else 0}
+
+
+def versions(vllm_python: str = "") -> dict[str, Any]:
+    import importlib.metadata as md
+
+    out: dict[str, Any] = {"python": platform.python_version(), "opencode": agent_mod.OPENCODE_VERSION}
+    for dist in ("transformers", "huggingface_hub", "httpx", "uvicorn"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            pass
+    try:
+        from viewer.capture.backends import vllm_python as vp
+
+        site = next(vp(vllm_python).parent.parent.glob("lib/python*/site-packages"), None)
+        if site is not None:
+            for d in sorted(site.glob("vllm*.dist-info")) + sorted(site.glob("torch-*.dist-info")):
+                name, ver = d.name[:-len(".dist-info")].rsplit("-", 1)
+                out[name] = ver
+    except Exception:
+        pass
+    return out
+
+
+def run_capture(spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run one capture in this thread (CLI); hf-jobs goes through :mod:`viewer.capture.hf_jobs`."""
+    if spec.backend == "hf-jobs":
+        from viewer.capture.hf_jobs import run_remote
+
+        return run_remote(spec, on_event=on_event)
+    return CaptureJob(spec, on_event).run()
+

@@ -1,0 +1,60 @@
+"""Reward: the fraction of held-out tests that the agent's ``solution.py`` passes.
+
+Each test runs ``python3 solution.py`` in the workdir with the test input on stdin, in its
+own process group, with a wall-clock timeout (the group is killed on timeout). Outputs
+are compared after normalising trailing whitespace on each line and trailing blank lines.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from viewer.capture.procs import stop_group
+
+__all__ = ["score", "normalise"]
+
+
+def normalise(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().split("\n"))
+
+
+def _run(workdir: Path, stdin: str, timeout_s: float, python: str) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([python, "solution.py"], cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True, text=True)
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout_s)
+        return {"exit_code": proc.returncode, "stdout": out[-2000:], "stderr": err[-2000:], "timed_out": False,
+                "seconds": round(time.perf_counter() - t0, 3)}
+    except subprocess.TimeoutExpired:
+        stop_group(proc, grace=1)
+        try:
+            proc.communicate(timeout=2)
+        except (subprocess.TimeoutExpired, ValueError, OSError):
+            pass
+        return {"exit_code": None, "stdout": "", "stderr": "", "timed_out": True, "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def score(workdir: Path, tests: list[dict[str, str]], timeout_s: float = 10.0, python: str | None = None) -> dict[str, Any]:
+    """``{"reward", "passed", "total", "timed_out", "status", "results": [...]}``; reward None when unscorable."""
+    workdir = Path(workdir)
+    python = python or sys.executable
+    if not tests:
+        return {"reward": None, "passed": 0, "total": 0, "timed_out": 0, "status": "no held-out tests", "results": []}
+    if not (workdir / "solution.py").is_file():
+        return {"reward": 0.0, "passed": 0, "total": len(tests), "timed_out": 0, "status": "no solution.py written",
+                "results": []}
+    results = []
+    for i, t in enumerate(tests):
+        r = _run(workdir, t["input"], timeout_s, python)
+        r["passed"] = (not r["timed_out"] and r["exit_code"] == 0 and normalise(r["stdout"]) == normalise(t["output"]))
+        r["test"] = i
+        results.append(r)
+    passed = sum(r["passed"] for r in results)
+    timed = sum(r["timed_out"] for r in results)
+    status = "ok" if not timed else f"{timed} of {len(tests)} tests timed out after {timeout_s:g} s"
+    return {"reward": passed / len(tests), "passed": passed, "total": len(tests), "timed_out": timed,
+            "status": status, "results": results}
