@@ -57,6 +57,7 @@ def app_url(tmp_path_factory, data_root):
     """The real app on loopback, launched exactly as app.py does, with the bundled sample."""
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
     os.environ["VIEWER_DATA_ROOT"] = str(data_root)
+    os.environ["CAPTURE_OUT_ROOT"] = str(tmp_path_factory.mktemp("captures"))
     from viewer.config import Settings
     from viewer.ui import create_app, launch_kwargs
 

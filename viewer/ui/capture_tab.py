@@ -21,26 +21,7 @@ __all__ = ["build", "progress_html"]
 MODELS = ["tiny-qwen3", "smollm2"]
 
 
-def progress_html(snap: dict | None, job_id: str | None) -> str:
-    """Live progress as HTML (every value escaped)."""
-    esc = render.esc
-    if not snap:
-        return render.notice_html("No capture running. Pick a backend, model and task, then Start.")
-    status = snap.get("status", "?")
-    kind = {"ok": "info", "running": "info", "queued": "info"}.get(status, "error")
-    head = (f"<div class='ri-capture-status ri-{esc(kind)}'><b>{esc(status)}</b> · phase <b>{esc(snap.get('phase'))}</b>"
-            f" · {esc(snap.get('calls', 0))} calls recorded · {esc(snap.get('tokens', 0))} tokens"
-            f" · {esc(snap.get('elapsed_s', 0))} s · job <code>{esc(job_id)}</code>"
-            f" (<a href='?job={esc(job_id)}'>link</a>)</div>")
-    if snap.get("error"):
-        head += f"<div class='ri-notice ri-error'>{esc(snap['error'])}</div>"
-    summ = snap.get("summary") or {}
-    if summ.get("reward") is not None or summ.get("tests_total"):
-        head += (f"<div>reward <b>{esc(summ.get('reward'))}</b> ({esc(summ.get('tests_passed'))}/"
-                 f"{esc(summ.get('tests_total'))} held-out tests) · output folder <code>{esc(snap.get('out'))}</code></div>")
-    lines = "\n".join(f"[{ev.get('t', 0):7.1f}s {ev.get('phase', '')}] {ev.get('message', '')}"
-                      for ev in snap.get("events") or [])
-    return head + f"<pre class='ri-capture-log'>{esc(lines)}</pre>"
+progress_html = render.capture_progress_html
 
 
 def build(settings: Settings, store, browse) -> None:
