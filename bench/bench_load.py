@@ -126,8 +126,9 @@ if mode == "json":
         obj = json.load(f)
     n = len(obj)
 else:
+    from viewer.config import Settings
     from viewer.sources import load_source
-    ro = load_source(path)
+    ro = load_source(path, Settings(max_file_mb=4096))
     st = ro.stats()
     n = (len(ro.turns), st["prompt_tokens"] + st["output_tokens"], len(ro.problems))
 dt = time.perf_counter() - t0

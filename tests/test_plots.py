@@ -8,6 +8,7 @@ import pytest
 
 from viewer.plots import (
     GL_THRESHOLD,
+    MAX_POINTS,
     MAX_SHADED_RUNS,
     NO_LOGPROBS,
     histogram_figure,
@@ -116,12 +117,28 @@ def test_hover_falls_back_to_recorded_bytes():
 
 
 def test_many_points_use_webgl():
-    n = GL_THRESHOLD + 1000
+    n = min(GL_THRESHOLD + 1000, MAX_POINTS)
+    if n <= GL_THRESHOLD:  # windowing starts before WebGL would: every per-token plot is SVG
+        assert MAX_POINTS <= GL_THRESHOLD
+        return
     t = Turn(index=0, call=0, output_ids=[5] * n, logprobs=[-0.5 - (i % 7) for i in range(n)], mask=[1] * n)
     fig = logprob_figure(t)
     assert {tr.type for tr in fig.data} == {"scattergl"}
-    assert len(_trace(fig, "trained").x) == n
-    assert len(_trace(fig, "low").x) == sum(1 for i in range(n) if -0.5 - (i % 7) < LOW)
+
+
+def test_long_turns_plot_window_minima_that_point_at_real_tokens():
+    n = 3 * MAX_POINTS
+    lps = [-0.1] * n
+    dips = [7, 5000, n - 1]  # one deep dip in three different windows
+    for d in dips:
+        lps[d] = -9.0
+    t = Turn(index=0, call=0, output_ids=list(range(n)), logprobs=lps, mask=[1] * n)
+    fig = logprob_figure(t, offset=100)
+    points = sum(len(tr.x) for tr in fig.data if tr.mode == "markers" and "window min" in tr.name)
+    assert points <= MAX_POINTS // 2 + 1  # bounded, whatever n is
+    low_tr = _trace(fig, "low")
+    assert sorted(int(c) for c in low_tr.customdata) == dips  # each dip is its window's minimum
+    assert [int(x) for x in sorted(low_tr.x)] == [d + 100 for d in dips]
     small = logprob_figure(Turn(index=0, call=0, output_ids=[5] * 100, logprobs=[-1.0] * 100, mask=[1] * 100))
     assert {tr.type for tr in small.data} == {"scatter"}
 

@@ -24,10 +24,11 @@ import plotly.graph_objects as go
 from .rollout import Rollout, Turn
 from .tokenizer import texts_from_output_bytes, visible
 
-__all__ = ["GL_THRESHOLD", "NO_LOGPROBS", "MAX_SHADED_RUNS", "histogram_figure", "logprob_figure",
+__all__ = ["GL_THRESHOLD", "MAX_POINTS", "NO_LOGPROBS", "MAX_SHADED_RUNS", "histogram_figure", "logprob_figure",
            "trained_runs", "turns_figure", "turn_mask"]
 
 TEXT_LIMIT = 20000  # points above which hover labels are left out
+MAX_POINTS = 4000  # above this many tokens the plot shows windows (min + mean), not every token
 GL_THRESHOLD = 5000  # points above which go.Scattergl replaces go.Scatter
 MAX_SHADED_RUNS = 400  # trained runs drawn as shapes; beyond this the shading is left out
 NO_LOGPROBS = "no logprobs recorded"
@@ -140,6 +141,8 @@ def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float 
     if not finite.any():
         return _empty(NO_LOGPROBS, height)
     mask = np.asarray(turn_mask(turn), dtype=bool)
+    if int(finite.sum()) > MAX_POINTS:
+        return _windowed_figure(lps, finite, mask, low, offset, height)
     ids = list(turn.output_ids) + [None] * (n - len(turn.output_ids))
     if token_texts is None and turn.output_bytes:
         token_texts = texts_from_output_bytes(turn.output_bytes, ids)
@@ -185,6 +188,51 @@ def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float 
     _base_layout(fig, height, clickmode="event", dragmode="zoom")
     if title:
         fig.update_layout(title=dict(text=title, font=dict(size=12)))
+    fig.update_xaxes(title_text="position (prompt + output)" if offset else "output position")
+    fig.update_yaxes(title_text="logprob")
+    return fig
+
+
+def _windowed_figure(lps: np.ndarray, finite: np.ndarray, mask: np.ndarray, low: float, offset: int,
+                     height: int) -> go.Figure:
+    """Overview of a long turn: per window of k tokens its lowest logprob (a clickable point
+    at that token) and its mean (a line). Drawing 50k markers costs seconds in a browser
+    without a GPU and blocks the token view; the token view carries the per-token detail.
+    """
+    n = lps.size
+    k = int(np.ceil(n / (MAX_POINTS // 2)))
+    pad = (-n) % k
+    vals = np.concatenate([np.where(finite, lps, np.inf), np.full(pad, np.inf)]).reshape(-1, k)
+    has = np.isfinite(vals).any(axis=1)
+    arg = vals.argmin(axis=1) + np.arange(vals.shape[0]) * k  # position of each window's minimum
+    arg = arg[has]
+    mins = lps[arg]
+    sums = np.where(np.isfinite(vals), vals, 0.0).sum(axis=1)[has]
+    means = sums / np.isfinite(vals).sum(axis=1)[has]
+    centres = (np.arange(vals.shape[0]) * k + k / 2)[has]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=(centres + offset).astype(np.float32), y=means.astype(np.float32), mode="lines",
+                             name=f"mean per {k} tokens", line=dict(color=TRAINED, width=1), hoverinfo="skip"))
+    tr = mask[arg] if mask.size == n else np.ones(arg.size, dtype=bool)
+    where = "pos %{x} (output %{customdata})" if offset else "output pos %{x}"
+    for name, sel, marker in (
+            ("window min (trained)", tr, dict(color=TRAINED, size=4)),
+            ("window min (not trained)", ~tr, dict(color=UNTRAINED, size=4)),
+            (f"low (< {low:g})", mins < low, dict(color=LOW, size=7, symbol="x-thin", line=dict(width=2, color=LOW)))):
+        if sel.any():
+            fig.add_trace(go.Scatter(x=(arg[sel] + offset).astype(np.int32), y=mins[sel].astype(np.float32),
+                                     customdata=arg[sel].astype(np.int32), mode="markers", name=name, marker=marker,
+                                     hovertemplate=where + "<br>lowest logprob in its window %{y:.4f}<extra></extra>"))
+    runs = trained_runs(mask.tolist())
+    if len(runs) <= MAX_SHADED_RUNS:
+        for a, b in runs:
+            fig.add_shape(type="rect", xref="x", yref="paper", x0=offset + a - 0.5, x1=offset + b + 0.5,
+                          y0=0, y1=1, fillcolor=SHADE, line=dict(width=0), layer="below", name="trained")
+    fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=low, y1=low,
+                  line=dict(color=LOW, width=1, dash="dash"), name="low")
+    _base_layout(fig, height, clickmode="event", dragmode="zoom")
+    fig.update_layout(title=dict(text=f"{n:,} tokens: lowest logprob per window of {k} (click one to open it)",
+                                 font=dict(size=12)))
     fig.update_xaxes(title_text="position (prompt + output)" if offset else "output position")
     fig.update_yaxes(title_text="logprob")
     return fig

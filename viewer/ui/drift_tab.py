@@ -189,10 +189,23 @@ def build(settings: Settings, store, browse) -> None:
         return browse.select_fn(key, index)
 
     view_outputs = [turn_box, drift_view, row_pick, row_view]
+    # Drift checks cost a full decode/encode and template render of the turn: compute them
+    # only while this tab is on screen (and when it is opened), not on every turn change.
+    visible = gr.State(False)
+
+    def on_tab(key, index, evt: gr.SelectData):
+        on = evt is not None and str(evt.value) == "Drift"
+        return [on] + (show(key, index) if on else [gr.skip()] * len(view_outputs))
+
+    def follow(on: bool, key, index):
+        return show(key, index) if on else [gr.skip()] * len(view_outputs)
+
     refresh.click(show, [browse.key, browse.turn], view_outputs, api_name="drift_turn")
-    browse.turn.change(show, [browse.key, browse.turn], view_outputs, api_visibility="private",
+    browse.tabs.select(on_tab, [browse.key, browse.turn], [visible] + view_outputs, api_visibility="private",
                        show_progress="hidden")
-    browse.key.change(show, [browse.key, browse.turn], view_outputs, api_visibility="private",
+    browse.turn.change(follow, [visible, browse.key, browse.turn], view_outputs, api_visibility="private",
+                       show_progress="hidden")
+    browse.key.change(follow, [visible, browse.key, browse.turn], view_outputs, api_visibility="private",
                       show_progress="hidden")
     row_pick.input(on_row, [browse.key, browse.turn, row_pick], row_view, api_name="drift_row")
     repro_btn.click(export, [browse.key, browse.turn], repro_files, api_name="drift_repro")
