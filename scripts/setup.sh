@@ -26,7 +26,9 @@ stamp="$VENV/.requirements.sha256"
 want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "setup: pip install -r requirements-dev.txt"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt
+  # (this machine's pip config names local mirrors that may be absent: drop those warnings, keep errors)
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 \
+    | { grep -v "WARNING: Location" || true; }
   echo "$want" > "$stamp"
 fi
 bash scripts/setup_capture.sh  # vLLM (CPU/GPU) env + opencode for live capture; CAPTURE_SETUP=0 skips

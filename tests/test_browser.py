@@ -107,3 +107,16 @@ def test_datasets_tab_lists_rows_with_blank_filters(page, app_url, data_root, re
     page.get_by_role("button", name="Open", exact=True).click()
     page.wait_for_function("document.querySelector('#row-table')?.textContent.includes('openhands')",
                            timeout=60000)
+
+
+def test_deep_link_opens_a_dataset_row_and_links_back(page, app_url, data_root, realdata):
+    import shutil
+
+    dest = data_root / "rows.traces.json"
+    shutil.copy(realdata / "harbor-golden-traces" / "openhands__hello-world.traces.json", dest)
+    _open(page, app_url, f"source={dest.name}&row=1")
+    page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('harbor')")
+    assert "row 1" in page.locator("#rollout-header").text_content()
+    page.locator("#token-view .ri-link").click()
+    url = page.locator("#token-view .ri-tv").get_attribute("data-link")
+    assert f"source={dest.name}" in url and "row=1" in url and "turn=" in url

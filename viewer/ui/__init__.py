@@ -85,10 +85,11 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             index = int(q["turn"]) if str(q.get("turn", "")).isdigit() else None
             focus = _parse_range(q.get("tok"))
             mode = q.get("mode", "mask")
+            row = int(q["row"]) if str(q.get("row", "")).isdigit() else None
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
-            return b.open_fn(spec, index, focus, mode)
+            return b.open_fn(spec, index, focus, mode, row)
 
         demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden")
     demo.queue(default_concurrency_limit=4)

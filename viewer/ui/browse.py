@@ -48,6 +48,14 @@ class Browse:
     select_fn: Any  # (key, index) -> values for turn_outputs
 
 
+def dataset_link(label: str, row: int, settings: Settings) -> str:
+    """Query string that reopens row ``row`` of a dataset (hf:// or a file in the data root), or ""."""
+    if label.startswith("hf://"):
+        return urlencode({"source": label, "row": row})
+    spec = link_spec(Path(label), settings)
+    return urlencode({"source": spec, "row": row}) if spec and not spec.startswith("sample:") else ""
+
+
 def link_spec(path: Path, settings: Settings) -> str:
     """``sample:NAME`` or a data-root-relative path that ?source= accepts, or "" (not linkable)."""
     p = Path(path).resolve()
@@ -123,8 +131,11 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         if index is None:
             return [None, None, "", None, render.notice_html("This rollout has no turns.")]
         tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
-        spec = link_spec(op.path, settings)
-        link = urlencode({"source": spec, "turn": index}) if spec else ""
+        if op.link:
+            link = f"{op.link}&{urlencode({'turn': index})}"
+        else:
+            spec = link_spec(op.path, settings)
+            link = urlencode({"source": spec, "turn": index}) if spec else ""
         payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob,
                                             context_tail=settings.context_tail, focus=focus, mode=mode,
                                             page_tokens=settings.page_tokens, note=tv.note, link=link)
@@ -244,8 +255,24 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private")
 
-    def deep_link(spec: str, index=None, focus=None, mode="mask"):
-        """Open ``sample:NAME`` or a path inside the data root (used by ?source=...)."""
+    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None):
+        """Open ``sample:NAME``, a path inside the data root, or row ``row`` of a dataset
+        (``hf://...`` or a data file in the data root): what ?source=...&row=... asks for."""
+        if row is not None or spec.startswith("hf://"):
+            from ..sources import open_dataset
+
+            try:
+                target = spec if spec.startswith("hf://") else str(resolve_user_path(spec, settings))
+                src = open_dataset(target, settings)
+                ro = src.rollout(int(row or 0)) if not src.is_capture else src.rollout()
+            except (SourceError, ValueError) as e:
+                return failure(str(e))
+            except Exception as e:
+                return failure(f"Could not open {spec} row {row}: {type(e).__name__}: {e}")
+            capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
+            op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "")
+            op.link = urlencode({"source": spec, "row": int(row or 0)})
+            return open_values(op, index, focus, mode)
         if spec.startswith("sample:"):
             name = spec.split(":", 1)[1]
             if name not in list_samples():

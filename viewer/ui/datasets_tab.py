@@ -18,6 +18,7 @@ from .. import render
 from ..config import Settings
 from ..row_browser import ROW_COLUMNS, SORT_KEYS, Filters, browse_page
 from ..sources import DatasetSource, SourceError, open_dataset
+from .browse import dataset_link
 from ..sources.formats import all_formats
 from ..sources.upload import resolve_user_path
 
@@ -168,6 +169,8 @@ def build(settings: Settings, store, browse) -> None:
             return skip + [render.notice_html(f"Could not open row {row}: {type(e).__name__}: {e}", "error")]
         capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
         op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "")
+        if not src.is_capture:
+            op.link = dataset_link(src.label, int(row), settings)
         view = ro.meta.get("token_view", "exact" if src.is_capture else "")
         label = {"derived": "derived token view (re-rendered through a chat template; mask: assistant tokens "
                             "trainable)", "exact": "exact ids from the source", "mixed": "exact ids where the row "

@@ -26,6 +26,7 @@ class Opened:
     path: Path
     choice: TokenizerChoice
     table: object | None  # viewer.tokenizer.TokenTable
+    link: str = ""  # query string reopening this rollout when it is not a plain path (a dataset row)
 
 
 class RolloutStore:
