@@ -143,6 +143,16 @@ function hydrate(c) {
   root.dataset.hydrated = String(Number(root.dataset.hydrated || 0) + (c._b - c._a));
 }
 
+function hydrateVisible(chunks) {
+  // Chunks on screen now become token spans at once (the observer would do it a frame
+  // later), so a redraw (mode, page, context) never shows a moment without hover.
+  const r = body.getBoundingClientRect();
+  for (const c of chunks) {
+    const b = c.getBoundingClientRect();
+    if (b.bottom >= r.top && b.top <= r.bottom) hydrate(c);
+  }
+}
+
 function chunkOf(i) {
   for (const c of body.querySelectorAll('.ri-chunk')) if (i >= c._a && i < c._b) return c;
   return null;
@@ -172,6 +182,7 @@ function draw() {
   root.dataset.hydrated = '0';
   body.replaceChildren(frag);
   chunks.forEach(c => observer.observe(c));
+  hydrateVisible(chunks);
   body.classList.toggle('untrained', !D.trained);
   root.dataset.painted = String(b - a);
   root.dataset.turn = String(D.turn);
