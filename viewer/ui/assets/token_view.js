@@ -93,7 +93,7 @@ function drawBar() {
 // painted as chunks of plain runs (one text node per run of equal kind: as cheap as
 // <pre>), and a chunk is "hydrated" into per-token spans (boundaries, hover, logprob
 // colours) when it comes near the viewport. Layout is identical in both states.
-const CHUNK = 1000;
+const CHUNK = 500;
 let observer = null;
 
 function tokenSpan(i, lpMode) {
@@ -158,10 +158,13 @@ function chunkOf(i) {
   return null;
 }
 
-function draw() {
+function draw(near) {
+  // near: token positions whose chunks are hydrated before the DOM is touched (no layout
+  // needed); without it, whatever is on screen after the redraw is hydrated.
   const start = startIndex();
   const a = start + page * D.page, b = Math.min(D.ids.length, a + D.page);
   first = a;
+  root.dataset.hydrated = '0';
   if (observer) observer.disconnect();
   observer = new IntersectionObserver(es => es.forEach(e => { if (e.isIntersecting) hydrate(e.target); }),
                                       {root: body, rootMargin: '800px 0px'});
@@ -174,15 +177,15 @@ function draw() {
     if (c < D.prompt_len && end > D.prompt_len) end = D.prompt_len;
     if (c === D.prompt_len && c > a) frag.appendChild(el('span', 'ri-boundary', D.trained ? '▶ output' : '▶ output (not trained)'));
     const ch = plainChunk(c, end);
+    if (near && near.some(i => i >= c && i < end)) hydrate(ch);
     chunks.push(ch);
     frag.appendChild(ch);
     c = end - CHUNK;  // the loop adds CHUNK back
   }
   if (b < D.ids.length) frag.appendChild(el('span', 'ri-gap', `\n… ${(D.ids.length - b).toLocaleString()} more tokens on the next page …`));
-  root.dataset.hydrated = '0';
   body.replaceChildren(frag);
   chunks.forEach(c => observer.observe(c));
-  hydrateVisible(chunks);
+  if (!near) hydrateVisible(chunks);
   body.classList.toggle('untrained', !D.trained);
   root.dataset.painted = String(b - a);
   root.dataset.turn = String(D.turn);
@@ -261,15 +264,12 @@ function load() {
   mode = D.mode; showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
   spSet = new Set(D.sp); oovSet = new Set(D.oov);
   if (D.focus) { reveal(D.focus[0]); select(D.focus[0], D.focus[1], true); return; }
-  drawBar(); draw();
-  // Open on the answer: scroll so the prompt/output boundary sits near the top.
+  // Open on the answer: the chunks around the prompt/output boundary are hydrated while
+  // still detached, then one layout places the boundary near the top.
+  const p = D.prompt_len;
+  drawBar(); draw(p > 0 ? [p - 1, p] : [startIndex()]);
   const mark = body.querySelector('.ri-boundary');
-  if (mark) {
-    body.scrollTop = Math.max(0, mark.offsetTop - body.offsetTop - 80);
-    hydrate(mark.previousElementSibling); hydrate(mark.nextElementSibling);  // hoverable at once
-  } else {
-    hydrate(body.querySelector('.ri-chunk'));
-  }
+  if (mark) body.scrollTop = Math.max(0, mark.offsetTop - body.offsetTop - 80);
 }
 load();
 watch('value', load);
