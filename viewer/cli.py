@@ -22,14 +22,9 @@ SUMMARY_KEYS = ("format", "model", "tokenizer", "turns", "trained_turns", "filte
 
 def tokenizer_name(model: str | None) -> str | None:
     """Name of the tokenizer we would use for ``model`` (one place to swap the policy)."""
-    try:
-        from viewer.tokenizer import tokenizer_name_for  # type: ignore[attr-defined]
-    except ImportError:
-        tokenizer_name_for = None
-    if tokenizer_name_for is not None:
-        return tokenizer_name_for(model)
-    m = (model or "").lower()
-    return "qwen3" if ("qwen3" in m or "qwen2.5" in m) else None
+    from viewer.tokenizer import tokenizer_name_for
+
+    return tokenizer_name_for(model)
 
 
 def summary_of(ro: Rollout) -> dict[str, Any]:

@@ -55,40 +55,17 @@ def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: 
         for i, m in enumerate(turn.prompt_mask[:p]):
             if m:
                 kinds[i] = 1
-    lps: list[float | None] = [None] * p + [_lp(turn.logprobs[k]) if k < len(turn.logprobs) else None
-                                            for k in range(n - p)]
     top: dict[str, list] = {}
     if turn.top_logprobs:
         for k, alts in enumerate(turn.top_logprobs):
             if alts:
                 top[str(p + k)] = [[a.id, _lp(a.logprob)] for a in alts]
-    payload = {
-        "v": 1,
-        "turn": turn.index,
-        "trained": turn.trained,
-        "kind": turn.kind,
-        "role": turn.role,
-        "prompt_len": p,
-        "prompt_source": turn.prompt_source,
-        "output_source": turn.output_source,
-        "exact": tt.exact_text,
-        "ids": tt.ids,
-        "t": tt.texts,
-        "sp": [i for i, s in enumerate(tt.special) if s],
-        "k": kinds,
-        "lp": lps,
-        "top": top,
-        "alt": {str(k): v for k, v in tt.alt_texts.items()},
-        "oov": tt.out_of_vocab,
-        "low": low,
-        "tail": max(0, int(context_tail)),
-        "page": max(1000, int(page_tokens)),
-        "focus": list(focus) if focus else None,
-        "mode": mode if mode in ("mask", "logprob") else "mask",
-        "note": note,
-        "link": link,
-    }
-    return safe_json(payload)
+    return token_payload(tt.ids, tt.texts, kinds, special=tt.special,
+                         logprobs=[None] * p + list(turn.logprobs)[: n - p], prompt_len=p, turn=turn.index,
+                         trained=turn.trained, kind=turn.kind, role=turn.role, prompt_source=turn.prompt_source,
+                         output_source=turn.output_source, exact=tt.exact_text, oov=tt.out_of_vocab, low=low,
+                         context_tail=context_tail, page_tokens=page_tokens, note=note, top=top,
+                         alt=tt.alt_texts, focus=focus, mode=mode, link=link)
 
 
 def _kv(label: str, value: Any, cls: str = "") -> str:
@@ -492,10 +469,14 @@ def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special
                   logprobs: list[float | None] | None = None, prompt_len: int = 0, turn: int = 0,
                   trained: bool = True, kind: str = "agent", role: str = "main", prompt_source: str = "",
                   output_source: str = "", exact: bool = True, oov: list[int] | None = None, low: float = -2.5,
-                  context_tail: int = 512, page_tokens: int = 50000, note: str = "") -> str:
-    """A token-view payload (same JSON as :func:`token_view_payload`) from plain arrays.
+                  context_tail: int = 512, page_tokens: int = 50000, note: str = "",
+                  top: dict[str, list] | None = None, alt: dict[int, str] | None = None,
+                  focus: tuple[int, int] | None = None, mode: str = "mask", link: str = "") -> str:
+    """The token view's JSON (see viewer/ui/assets/token_view.js) from plain parallel arrays.
 
     ``kinds`` per position: 0 context, 1 trained (mask 1), 2 output without gradient.
+    ``top`` maps a position (as a string) to ``[[id, logprob], ...]``; ``alt`` gives the
+    texts of those alternative ids.
     """
     n = len(ids)
     lps = [_lp(v) for v in (logprobs or [])] + [None] * max(0, n - len(logprobs or []))
@@ -503,9 +484,10 @@ def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special
         "v": 1, "turn": turn, "trained": trained, "kind": kind, "role": role, "prompt_len": prompt_len,
         "prompt_source": prompt_source, "output_source": output_source, "exact": exact,
         "ids": list(ids), "t": list(texts), "sp": [i for i, s in enumerate(special or []) if s],
-        "k": list(kinds), "lp": lps[:n], "top": {}, "alt": {}, "oov": list(oov or []), "low": low,
-        "tail": max(0, int(context_tail)), "page": max(1000, int(page_tokens)), "focus": None,
-        "mode": "mask", "note": note,
+        "k": list(kinds), "lp": lps[:n], "top": top or {}, "alt": {str(k): v for k, v in (alt or {}).items()},
+        "oov": list(oov or []), "low": low, "tail": max(0, int(context_tail)), "page": max(1000, int(page_tokens)),
+        "focus": list(focus) if focus else None, "mode": mode if mode in ("mask", "logprob") else "mask",
+        "note": note, "link": link,
     }
     return safe_json(payload)
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from .rollout import Turn
+from .tokenizer import texts_from_output_bytes
 
-__all__ = ["TokenTexts", "TurnTokens", "turn_tokens", "bytes_display"]
+__all__ = ["TokenTexts", "TurnTokens", "turn_tokens"]
 
 
 class TokenTexts(Protocol):
@@ -39,16 +40,6 @@ class TurnTokens:
         return len(self.ids) - self.prompt_len
 
 
-def bytes_display(b: bytes | None, token_id: int) -> str:
-    """Text of one token from its recorded bytes; partial UTF-8 shown as \\xNN escapes."""
-    if b is None:
-        return f"⟨{token_id}⟩"
-    try:
-        return b.decode("utf-8")
-    except UnicodeDecodeError:
-        return b.decode("utf-8", errors="backslashreplace")
-
-
 def turn_tokens(turn: Turn, table: TokenTexts | None) -> TurnTokens:
     ids = list(turn.prompt_ids) + list(turn.output_ids)
     p = len(turn.prompt_ids)
@@ -57,10 +48,7 @@ def turn_tokens(turn: Turn, table: TokenTexts | None) -> TurnTokens:
         alt = dict(zip(alt_ids, table.texts(alt_ids))) if alt_ids else {}
         return TurnTokens(ids, table.texts(ids), table.special(ids), p, True,
                           table.out_of_vocab(ids), alt)
-    out_bytes = turn.output_bytes or []
-    texts = [f"⟨{i}⟩" for i in turn.prompt_ids]
-    texts += [bytes_display(out_bytes[k] if k < len(out_bytes) else None, t)
-              for k, t in enumerate(turn.output_ids)]
+    texts = [f"⟨{i}⟩" for i in turn.prompt_ids] + texts_from_output_bytes(turn.output_bytes, turn.output_ids)
     alt = {a.id: a.token or f"⟨{a.id}⟩" for alts in (turn.top_logprobs or []) for a in alts
            if a.id is not None and a.token and not a.token.startswith("token_id:")}
     return TurnTokens(ids, texts, [False] * len(ids), p, False, [], alt)

@@ -119,3 +119,13 @@ def text_of(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
     return json.dumps(content, ensure_ascii=False, default=str)
+
+
+
+def conversation_size(messages: Any) -> tuple[int | None, int | None]:
+    """(assistant turns, characters of content) of a message list, or (None, None) if it is not one."""
+    if not isinstance(messages, list):
+        return None, None
+    msgs = [m for m in messages if isinstance(m, dict)]
+    return (sum(1 for m in msgs if m.get("role") == "assistant"),
+            sum(len(text_of(m.get("content"))) for m in msgs))

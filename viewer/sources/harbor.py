@@ -14,7 +14,7 @@ from typing import Any
 from viewer.rollout import Problem, Turn
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.derive import Conversation
-from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, text_of
+from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, conversation_size, text_of
 
 __all__ = ["FORMAT", "read_row", "summarize", "messages_of"]
 
@@ -128,11 +128,7 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
 
 
 def summarize(row: dict[str, Any]) -> dict[str, Any]:
-    conv = row.get("conversations")
-    n_turns = length = None
-    if isinstance(conv, list):
-        n_turns = sum(1 for m in conv if isinstance(m, dict) and m.get("role") == "assistant")
-        length = sum(len(text_of(m.get("content"))) for m in conv if isinstance(m, dict))
+    n_turns, length = conversation_size(row.get("conversations"))
     result = row.get("result")
     return {"agent": row.get("agent"), "model": row.get("model"), "task": row.get("task"),
             "reward": as_float(result), "result": None if result is None else str(result),

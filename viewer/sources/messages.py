@@ -10,7 +10,7 @@ from typing import Any
 
 from viewer.rollout import Problem
 from viewer.sources.derive import Conversation
-from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, text_of
+from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, conversation_size, text_of
 
 __all__ = ["FORMAT", "read_row", "summarize"]
 
@@ -52,11 +52,7 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
 
 
 def summarize(row: dict[str, Any]) -> dict[str, Any]:
-    msgs = row.get("messages")
-    turns = length = None
-    if isinstance(msgs, list):
-        turns = sum(1 for m in msgs if isinstance(m, dict) and m.get("role") == "assistant")
-        length = sum(len(text_of(m.get("content"))) for m in msgs if isinstance(m, dict))
+    turns, length = conversation_size(row.get("messages"))
     task = next((row[k] for k in _TASK if isinstance(row.get(k), str)), None)
     reward = next((as_float(row[k]) for k in _REWARD if k in row), None)
     return {"agent": row.get("agent"), "model": row.get("model"), "task": task, "reward": reward,

@@ -10,7 +10,7 @@ const detail = root.querySelector('.ri-tv-detail');
 // Logprob buckets (upper-exclusive thresholds, descending): b0 is "confident".
 const CUTS = [-0.1, -0.5, -1, -2, -3, -5, -8];
 const CUT_LABELS = ['≥ -0.1', '-0.5', '-1', '-2', '-3', '-5', '-8', '< -8'];
-let D = null, mode = 'mask', page = 0, showAll = false, sel = [-1, -1], first = 0;
+let D = null, mode = 'mask', page = 0, showAll = false, sel = [-1, -1];
 let spSet = new Set(), oovSet = new Set();
 
 function bucket(lp) {
@@ -104,9 +104,7 @@ function tokenSpan(i, lpMode) {
   if (oovSet.has(i)) cls += ' oov';
   if (i >= sel[0] && i <= sel[1]) cls += ' sel';
   s.className = cls;
-  let x = D.t[i];
-  if (x.indexOf('\n') >= 0) x = x.replace(/\n/g, '↵\n');
-  s.textContent = x === '' ? '∅' : x;
+  s.textContent = shown(i);
   s._i = i;
   return s;
 }
@@ -163,7 +161,6 @@ function draw(near) {
   // needed); without it, whatever is on screen after the redraw is hydrated.
   const start = startIndex();
   const a = start + page * D.page, b = Math.min(D.ids.length, a + D.page);
-  first = a;
   root.dataset.hydrated = '0';
   if (observer) observer.disconnect();
   observer = new IntersectionObserver(es => es.forEach(e => { if (e.isIntersecting) hydrate(e.target); }),
