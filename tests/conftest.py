@@ -11,8 +11,11 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from requires import need  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
+
+
 REALDATA = REPO.parent / "shared" / "realdata"
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -20,7 +23,7 @@ DATA = Path(__file__).resolve().parent / "data"
 @pytest.fixture(scope="session")
 def realdata() -> Path:
     if not REALDATA.exists():
-        pytest.skip("../shared/realdata not present")
+        need("../shared/realdata", f"{REALDATA} not found")
     return REALDATA
 
 
@@ -79,7 +82,7 @@ def client(app_url):
 @pytest.fixture(scope="session")
 def browser():
     if not CHROMIUM:
-        pytest.skip("chromium not installed (make setup installs it)")
+        need("chromium", "no `chromium` on PATH")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:

@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from requires import need
+
 from viewer.capture.procs import descendants
 
 
@@ -60,7 +62,7 @@ def _have_env() -> str | None:
 def vllm(tmp_path_factory):
     why = _have_env()
     if why:
-        pytest.skip(f"capture environment missing ({why}); run scripts/setup_capture.sh")
+        need("the capture environment (scripts/setup_capture.sh)", why)
     from viewer.capture.backends import Endpoint, LocalVLLM
 
     if os.environ.get("CAPTURE_TEST_ENDPOINT"):  # reuse a running tiny-qwen3 server (development)
@@ -190,7 +192,7 @@ def test_agent_timeout_against_dead_upstream_kills_everything(tmp_path):
     """opencode retries forever when the upstream is down: the wall-clock limit ends it, no orphans."""
     why = _have_env()
     if why:
-        pytest.skip(why)
+        need("the capture environment (scripts/setup_capture.sh)", why)
     from capture_helpers import free_port
     from viewer.capture.job import CaptureJob, CaptureSpec
 

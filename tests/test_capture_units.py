@@ -179,7 +179,6 @@ def test_cli_capture_usage_errors(capsys):
 
 
 def test_progress_html_escapes():
-    pytest.importorskip("gradio")
     from viewer.ui.capture_tab import progress_html
 
     html = progress_html({"status": "failed", "phase": "agent", "error": "<script>x</script>", "calls": 2,

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from requires import need
+
 sys.path.insert(0, str(Path(__file__).parent))
 from _drift_cases import (  # noqa: E402
     ENDOFTEXT, IM_END, SYSTEM, TOOL_CALL, TOOLS, USER, call, clean_conversation, enc, noncanonical,
@@ -371,7 +373,7 @@ def test_quicktok_agrees_on_reencodings(qwen3):
         quicktok = importlib.import_module("quicktok")
         qt = quicktok.get_encoding("qwen3")
     except Exception as e:  # not installed, or no Qwen3 encoding in this version
-        pytest.skip(f"quicktok unavailable: {e}")
+        need("quicktok (requirements-dev.txt)", str(e))
     outs = [
         enc(qwen3, "The") + noncanonical(qwen3, " function") + enc(qwen3, " works.") + [IM_END],
         tc_pieces(qwen3) + enc(qwen3, '\n{"name": "bash", "arguments": {"command": "ls"}}\n') + [151658],

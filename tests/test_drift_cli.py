@@ -110,7 +110,11 @@ def test_sample_readable_table(capsys):
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["rollout", "turn", "round"]
     assert "turns checked:" in out and "by cause:" in out and "special_token" in out
-    assert "forked rows:" in out and "tokens losing gradient:" in out
+    assert "tokens losing gradient:" in out
+    # the sample has engine prompt ids: the capture contract is picked, and the table says so and why
+    assert "trainer:                trl-contract (TRL 1.16.0, per-token loss masks, fork threshold 1024)" in out
+    assert "auto: every agent turn has the engine's prompt ids" in out
+    assert "trainer rows:" in out and "realign 2" in out
     assert err.strip() == ""  # one rollout: no progress line
 
 

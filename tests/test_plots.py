@@ -176,7 +176,10 @@ def test_layout_theme_neutral():
 def test_turn_mask_rules():
     assert turn_mask(Turn(index=0, call=0, output_ids=[1, 2, 3], trained=True)) == [1, 1, 1]
     assert turn_mask(Turn(index=0, call=0, output_ids=[1, 2, 3], trained=False)) == [0, 0, 0]
-    assert turn_mask(Turn(index=0, call=0, output_ids=[1, 2, 3], mask=[1])) == [1, 0, 0]
+    # a recorded mask counts only when it covers every output token (Turn.loss_mask): else the turn's flag
+    assert turn_mask(Turn(index=0, call=0, output_ids=[1, 2, 3], mask=[1])) == [0, 0, 0]
+    assert turn_mask(Turn(index=0, call=0, output_ids=[1, 2, 3], mask=[1], trained=True)) == [1, 1, 1]
+    assert turn_mask(Turn(index=0, call=0, output_ids=[1, 2, 3], mask=[0, 1, 0], trained=True)) == [0, 1, 0]
     assert trained_runs([1, 1, 0, 1, 0, 0, 1]) == [(0, 1), (3, 3), (6, 6)]
     assert trained_runs([]) == [] and trained_runs([0, 0]) == []
 

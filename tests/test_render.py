@@ -171,12 +171,13 @@ def test_drift_identical_turn_says_identical(qwen3):
 
 
 def test_trainer_row_payload_is_inert_and_follows_mask(qwen3):
-    from viewer.rows import build_rows
+    from viewer.drift import choose_spec, trainer_rows
     from viewer.tokenizer import token_table
 
     ro = _hostile_drift_rollout(qwen3)
-    rows = build_rows(ro.agent_turns)
-    labelled = render.trainer_rows(rows)
+    tr = trainer_rows(ro, choose_spec(ro, "trl-message", "all"), qwen3)
+    assert tr.error is None
+    labelled = render.trainer_rows(tr.rows)
     assert labelled and all(isinstance(lab, str) for lab, _ in labelled)
     for label, row in labelled:
         payload = render.row_view_payload(row, token_table(qwen3), turn=1, label=HOSTILE[0])

@@ -1,5 +1,6 @@
-"""TRL-style row stitching: CLEAN / REALIGN / FORK with matched, drift and lost gradient,
-all expectations derived from how each case is built (real Qwen3 tokenizer + template)."""
+"""Row stitching (CLEAN / REALIGN / FORK) with matched, drift, lost gradient and provenance,
+all expectations derived by hand from how each case is built (real Qwen3 tokenizer +
+template). That the rows equal TRL's own is proven in test_trainer_oracle.py."""
 from __future__ import annotations
 
 import json
@@ -9,8 +10,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from _drift_cases import IM_END, SYSTEM, TOOLS, USER, clean_conversation, enc, noncanonical, turn  # noqa: E402
 
-from viewer.rows import build_rows  # noqa: E402
+from viewer.drift.rows import TrainerTurn, stitch  # noqa: E402
 from viewer.tokenizer import render_prompt_ids  # noqa: E402
+
+
+def build_rows(turns, fork_threshold_tokens=1024):
+    """Stitch test turns as TRL 1.16 does: an untrained turn's output carries a mask of zeros."""
+    return stitch([TrainerTurn(t.index, t.prompt_ids, t.output_ids, [x if x is not None else 0.0 for x in t.logprobs]
+                               or [0.0] * len(t.output_ids),
+                               None if t.trained else [0] * len(t.output_ids)) for t in turns],
+                  fork_threshold=fork_threshold_tokens, validate=True)
 
 
 def test_clean_rows(qwen3):
@@ -79,7 +88,7 @@ def test_fork_on_history_rewrite(qwen3):
     # an untrained first row is dropped and its verdict points nowhere
     t1.trained = False
     rows = build_rows([t1, t2])
-    assert len(rows.rows) == 1 and rows.dropped_rows == 1 and rows.verdicts[0].row is None
+    assert len(rows.rows) == 1 and len(rows.dropped) == 1 and rows.verdicts[0].row is None
     assert rows.verdicts[1].row == 0
 
 
@@ -104,15 +113,30 @@ def test_fork_on_large_dropped_think_block(qwen3):
         assert rows.rows[0].trained_tokens == (len(o1) if expect == "FORK" else len(enc(qwen3, "Ok.")) + 1)
 
 
-def test_threshold_and_filters(qwen3):
+def test_threshold_and_tally(qwen3):
     t1, t2, j = _realign_case(qwen3)
     rows = build_rows([t1, t2], fork_threshold_tokens=2)  # drift ≥ 2 now forks
     assert rows.verdicts[1].verdict == "FORK" and rows.tokens_losing_gradient == 0
-    t1.trained = False
-    rows = build_rows([t1, t2], drop_untrained=True)
-    assert [v.turn for v in rows.verdicts] == [1] and rows.verdicts[0].verdict == "FIRST"
-    rows = build_rows([turn(0, [], [1, 2]), t2])
-    assert rows.verdicts[0].verdict == "SKIPPED" and rows.verdicts[1].verdict == "FIRST"
-    # a custom prompt source (e.g. the trainer's own re-render) is honoured
-    rows = build_rows([t1, t2], prompt_ids=lambda t: t.prompt_ids[:5] if t.index == 1 else t.prompt_ids)
-    assert rows.verdicts[1].verdict == "FORK" and rows.verdicts[1].matched == 5
+    d = len(t1.output_ids) - j
+    assert rows.tally.to_dict() == {"clean": 0, "realign": 0, "fork": 1, "transitions": 1, "drift_tokens": d,
+                                    "drift_max": d}
+    rows = build_rows([t1, t2])
+    assert rows.tally.realign == 1 and rows.tally.fork == 0 and rows.forked_rows == 0
+
+
+def test_per_token_mask_and_validation(qwen3):
+    """A per-token output mask (TRL 1.16) trains only its 1s; bad lengths fail with TRL's message."""
+    t1, t2, j = _realign_case(qwen3)
+    m = [1, 0] * (len(t2.output_ids) // 2) + [1] * (len(t2.output_ids) % 2)
+    rows = stitch([TrainerTurn(1, t2.prompt_ids, t2.output_ids, [-0.5] * len(t2.output_ids), m)], validate=True)
+    (row,) = rows.rows
+    assert row.completion_mask == [0] * len(t2.prompt_ids) + m and row.trained_tokens == sum(m)
+    import pytest
+
+    with pytest.raises(ValueError, match="loss mask must contain one entry per token"):
+        stitch([TrainerTurn(1, t2.prompt_ids, t2.output_ids, [-0.5] * len(t2.output_ids), m[:-1])], validate=True)
+    with pytest.raises(ValueError, match="logprobs must contain one entry per token"):
+        stitch([TrainerTurn(1, t2.prompt_ids, t2.output_ids, [-0.5], None)], validate=True)
+    # TRL 1.14 (no validation): an empty logprob list becomes zeros
+    rows = stitch([TrainerTurn(1, t2.prompt_ids, t2.output_ids, [], None)])
+    assert rows.rows[0].old_log_probs == [0.0] * (len(t2.prompt_ids) + len(t2.output_ids))

@@ -8,6 +8,8 @@ import unicodedata
 
 import pytest
 
+from requires import need
+
 from viewer.tokenizer import (
     QWEN3_DIR,
     QWEN3_TOKENIZER_SHA256,
@@ -428,7 +430,10 @@ def test_resolve_override_dir_without_tokenizer(tmp_path):
 
 @pytest.fixture(scope="module")
 def qt():
-    quicktok = pytest.importorskip("quicktok")
+    try:
+        import quicktok
+    except ImportError as e:
+        need("quicktok (requirements-dev.txt)", str(e))
     return quicktok.get_encoding("qwen3")
 
 

@@ -219,7 +219,9 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
                 limit: int | None = None,
                 progress: Callable[[int, int | None], None] | None = None,
                 cancel: threading.Event | None = None, plain: bool = True,
-                chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None) -> dict[str, Any]:
+                chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None,
+                trainer: str | None = None, train_turns: str | None = None,
+                fork_threshold: int | None = None) -> dict[str, Any]:
     """Scan SOURCE (a path / spec, or rollouts already in memory) with :func:`viewer.drift.scan`.
 
     Tokenizer: ``tok`` when given; else the ``tokenizer`` override (it must load, or
@@ -230,11 +232,20 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     ``errors`` (unreadable rollouts) and ``totals.unreadable``; each turn record carries
     ``tokenizer``. Raises :class:`ScanInputError` when SOURCE is missing or holds no
     readable rollout. ``on_rollout`` sees every rollout as it is read (the UI keeps a few).
+    ``trainer`` / ``train_turns`` / ``fork_threshold`` name the trainer semantics
+    (:mod:`viewer.drift.trainer`; None = what each rollout supports); the result's
+    ``trainer`` block says which ran, with TRL's tally summed over rollouts.
     """
     from viewer import drift
+    from viewer.drift.scan import merge_trainer, new_trainer_block
     from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
 
     settings = settings or Settings()
+    thr = drift.FORK_THRESHOLD_TOKENS if fork_threshold is None else int(fork_threshold)
+    try:  # a wrong trainer name is a usage error before anything is read
+        drift.choose_spec(Rollout(source="", format=""), trainer, train_turns, thr)
+    except drift.TrainerSpecError as e:
+        raise ScanInputError(str(e), not_found=True) from e
     if isinstance(source, Rollout):
         source = [source]
     if isinstance(source, list):
@@ -261,7 +272,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
         fixed = None
     pick = (lambda r: fixed) if fixed is not None else _TokenizerCache(settings)
     total = len(rollouts)
-    out: dict[str, Any] = {"turns": [], "totals": {}}
+    out: dict[str, Any] = {"turns": [], "totals": {}, "trainer": new_trainer_block(thr)}
     names: dict[str | None, str] = {}
     done = 0
     batch: list[Rollout] = []
@@ -278,11 +289,13 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
                 progress(base + d, total)
 
         res = drift.scan(batch, batch_choice.tokenizer, progress=prog, cancel=cancel, plain=plain,
-                         chunk_rollouts=chunk_rollouts)
+                         chunk_rollouts=chunk_rollouts, trainer=trainer, train_turns=train_turns,
+                         fork_threshold=thr)
         for rec in res["turns"]:
             rec["tokenizer"] = batch_choice.name
         out["turns"].extend(res["turns"])
         _merge(out["totals"], res["totals"])
+        merge_trainer(out["trainer"], res["trainer"])
         names.setdefault(batch_choice.name, batch_choice.message)
         done += len(batch)
         batch.clear()
@@ -328,7 +341,7 @@ def scan_table(result: dict[str, Any], cause: str | None = None, drifted_only: b
     for rec in result.get("turns", []):
         rt, tp, px = rec["retokenize"], rec["template"], rec["prefix"]
         causes = {c for c in (rt.get("cause"), tp.get("cause"), px.get("cause")) if c}
-        drifted = rt.get("equal") is False or tp.get("equal") is False or px.get("status") == "broken"
+        drifted = bool(rec.get("drifted"))  # decided once, by the scan
         if cause and cause not in causes:
             continue
         if drifted_only and not drifted:
@@ -375,7 +388,19 @@ def _print_table(res: dict[str, Any]) -> None:
     print(f"  round trip / re-render / broken prefix: {t['retokenize_drifted']} / {t['template_drifted']} / "
           f"{t['prefix_broken']}")
     print(f"by cause:               {causes}")
-    print(f"forked rows:            {t['forked_rows']}")
+    tr = res["trainer"]
+    tl = tr["tally"]
+    who = (f"{tr['mode']} (TRL {tr['trl_version']}" + (f", train turns: {tr['train_turns']}" if tr["mode"] == "trl-message"
+                                                     else ", per-token loss masks" if tr["mode"] == "trl-contract" else "")
+           + f", fork threshold {tr['fork_threshold']})") if tr["mode"] not in (None, "mixed") else \
+        f"mixed: {tr['modes']}"
+    print(f"trainer:                {who}" + (f" — {tr['chosen']}: {tr['reason']}" if tr.get("reason") else ""))
+    print(f"trainer rows:           {t['rows']} ({t['forked_rows']} forks; tally: clean {tl['clean']}, realign "
+          f"{tl['realign']}, fork {tl['fork']}, drift tokens {tl['drift_tokens']}, max {tl['drift_max']})")
+    if tr["errors"]:
+        errs = sorted({str((r.get("row") or {}).get("reason")) for r in res["turns"]
+                       if (r.get("row") or {}).get("verdict") == "ERROR"})
+        print(f"trainer could not run:  {tr['errors']} rollout(s): {'; '.join(errs)}")
     print(f"tokens losing gradient: {t['tokens_losing_gradient']}")
     for e in res["errors"]:
         print(f"unreadable: {e['source']}: {e['error']}")
@@ -393,7 +418,8 @@ def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
                   flush=True)
 
     try:
-        res = scan_source(args.source, settings, tokenizer=args.tokenizer, limit=args.limit, progress=progress)
+        res = scan_source(args.source, settings, tokenizer=args.tokenizer, limit=args.limit, progress=progress,
+                          trainer=args.trainer, train_turns=args.train_turns, fork_threshold=args.fork_threshold)
     except ScanInputError as e:
         print(f"error: {e.message}", file=sys.stderr)
         return 2 if e.not_found else 1
@@ -426,4 +452,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="scan at most N rollouts (rows for hf://)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--trainer", choices=["trl-message", "trl-contract"], default=None,
+                   help="whose rows: trl-message (TRL 1.14: prompts re-rendered from messages) or trl-contract "
+                        "(TRL >= 1.15: engine prompt ids, per-token masks). Default: what the source supports "
+                        "(no engine prompt ids -> trl-message with --train-turns tool-calls)")
+    p.add_argument("--train-turns", choices=["all", "tool-calls"], default=None,
+                   help="trl-message's train_turn_fn: every agent turn, or only turns with a tool call (the "
+                        "opencode example; the default)")
+    p.add_argument("--fork-threshold", type=int, default=None, metavar="N",
+                   help="TRL's fork_threshold_tokens (default 1024, as in the opencode example)")
     p.set_defaults(func=_cmd_drift)

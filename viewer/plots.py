@@ -73,18 +73,11 @@ def _finite(v) -> bool:
 
 
 def turn_mask(turn: Turn) -> list[int]:
-    """The output loss mask, one 0/1 per output position.
-
-    A mask of the right length is used as is; an empty mask means "whole turn trained or
-    not" (``turn.trained``); a mask of another length is cut or padded with 0.
-    """
+    """The output loss mask, one 0/1 per plotted position: :attr:`Turn.loss_mask` (the one
+    definition of a trained token), extended over logprobs that have no sampled id."""
     n = max(len(turn.output_ids), len(turn.logprobs))
-    m = turn.mask or []
-    if len(m) == n:
-        return [1 if v else 0 for v in m]
-    if not m:
-        return [1 if turn.trained else 0] * n
-    return [1 if v else 0 for v in m[:n]] + [0] * max(0, n - len(m))
+    m = turn.loss_mask[:n]
+    return m + [1 if turn.trained else 0] * (n - len(m))
 
 
 def trained_runs(mask: Sequence[int]) -> list[tuple[int, int]]:

@@ -49,7 +49,7 @@ def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: 
     """
     p = tt.prompt_len
     n = len(tt.ids)
-    mask = turn.mask
+    mask = turn.loss_mask
     kinds = [0] * p + [(1 if k < len(mask) and mask[k] else 2) for k in range(n - p)]
     if turn.prompt_mask:
         for i, m in enumerate(turn.prompt_mask[:p]):
@@ -228,7 +228,7 @@ def problems_html(problems: list[Problem]) -> str:
 
 # ======================================================================================
 # Drift (issue 4): per-turn drift report, trainer-row token views, scan summary.
-# Inputs are viewer.drift / viewer.rows values; every data string goes through esc().
+# Inputs are viewer.drift values; every data string goes through esc().
 # ======================================================================================
 
 DRIFT_CSS = """
@@ -402,24 +402,40 @@ def drift_prefix_html(pc: Any, turn: Any = None, prev: Any = None, table: Any = 
     return f'<section class="ri-d-sec" data-check="prefix">{head}{body}</section>'
 
 
-def drift_rows_html(rows: Any, turn_index: int | None = None) -> str:
-    """Section 4: CLEAN / REALIGN / FORK per turn with matched, drift and lost gradient; totals."""
-    head = (f"<h4>Trainer rows (TRL message mode, fork threshold {rows.fork_threshold_tokens:,} tokens)</h4>")
+def drift_rows_html(tr: Any, turn_index: int | None = None) -> str:
+    """Section 4: the named trainer's rows (a :class:`viewer.drift.TrainerRows`): which trainer and
+    why, CLEAN / REALIGN / FORK per turn with matched, drift and lost gradient, the turns it
+    leaves out, TRL's tally and the totals."""
+    spec = tr.spec
+    head = (f'<h4 data-trainer="{esc(spec.mode)}">Trainer rows: {esc(spec.label)}</h4>'
+            f'<div class="ri-note" data-trainer-reason="1">{"chosen automatically: " if spec.auto else ""}'
+            f"{esc(spec.reason)}</div>")
+    if tr.error is not None:
+        return (f'<section class="ri-d-sec" data-check="rows">{head}<div class="ri-notice ri-error" '
+                f'data-trainer-error="1">No rows: {esc(tr.error)}</div></section>')
+    rows = tr.rows
     trs = []
     for v in rows.verdicts:
         lost = f"{v.tokens_losing_gradient:,}" + (f" (of turn {v.lost_from_turn})" if v.lost_from_turn is not None else "")
         cur = ' class="ri-d-cur"' if turn_index is not None and v.turn == turn_index else ""
-        state = {"CLEAN": "ok", "FIRST": "na", "SKIPPED": "na"}.get(v.verdict, "bad")
+        state = {"CLEAN": "ok", "FIRST": "na"}.get(v.verdict, "bad")
         trs.append(f'<tr{cur} data-turn="{v.turn}"><td>{v.turn}</td><td>{_badge(v.verdict, state)}</td>'
                    f"<td>{v.matched:,}</td><td>{v.drift:,}</td><td>{v.held_len:,}</td><td>{lost}</td>"
                    f"<td>{v.trained_tokens:,}</td><td>{v.own_tokens_lost:,}</td><td>{v.kept_trained:,}</td>"
-                   f"<td>{'—' if v.row is None else v.row}</td><td>{esc(v.reason or '')}</td></tr>")
-    c = rows.counts()
-    totals = (f'<div class="ri-d-ev">rollout totals: {len(rows.rows)} row(s) kept ({rows.dropped_rows} dropped, no trained '
-              f"token) · CLEAN {c['CLEAN']} · REALIGN {c['REALIGN']} · FORK {c['FORK']} · sampled trained tokens "
+                   f"<td>{'—' if v.row is None else v.row}</td><td></td></tr>")
+    for e in tr.excluded:
+        cur = ' class="ri-d-cur"' if turn_index is not None and e.turn == turn_index else ""
+        trs.append(f'<tr{cur} data-turn="{e.turn}"><td>{e.turn}</td><td>{_badge("not in chain", "na")}</td>'
+                   f'<td colspan="8"></td><td>{esc(e.reason)}</td></tr>')
+    c, t = rows.counts(), rows.tally
+    notes = "".join(f'<div class="ri-warn">{esc(n)}</div>' for n in tr.notes)
+    totals = (f'<div class="ri-d-ev" data-rows="{len(rows.rows)}" data-losing="{rows.tokens_losing_gradient}">'
+              f"rollout totals: {len(rows.rows)} row(s) kept ({len(rows.dropped)} dropped, no trained "
+              f"token) · CLEAN {c['CLEAN']} · REALIGN {c['REALIGN']} · FORK {c['FORK']} · drift tokens "
+              f"{t.drift_tokens:,} (max {t.drift_max:,}) · sampled trained tokens "
               f"{rows.trained_tokens:,} · kept with gradient {rows.kept_trained_tokens:,} · "
               f"<b>losing gradient {rows.tokens_losing_gradient:,}</b></div>")
-    return (f'<section class="ri-d-sec" data-check="rows">{head}'
+    return (f'<section class="ri-d-sec" data-check="rows">{head}{notes}'
             '<table class="ri-d-table"><thead><tr><th>turn</th><th>verdict</th><th>matched</th><th>drift</th>'
             "<th>held</th><th>tokens losing gradient</th><th>trained tokens</th><th>own tokens lost</th>"
             "<th>kept trained</th><th>row</th><th>note</th></tr></thead>"
@@ -443,7 +459,10 @@ def drift_turn_html(report: Any, table: Any = None, tokenizer_note: str = "") ->
         v = report.verdict
         badges.append(_badge(f"row: {v.verdict}" + (f", {v.tokens_losing_gradient} lose gradient"
                                                      if v.tokens_losing_gradient else ""),
-                             {"CLEAN": "ok", "FIRST": "na", "SKIPPED": "na"}.get(v.verdict, "bad")))
+                             {"CLEAN": "ok", "FIRST": "na"}.get(v.verdict, "bad")))
+    elif report.is_agent:
+        why = report.trainer.error or report.trainer.excluded_reason(t.index) or "not in the trainer's chain"
+        badges.append(_badge(f"row: not in chain ({why})", "na"))
     notes = []
     if report.tokenizer is None:
         notes.append('<div class="ri-notice ri-error" data-no-tokenizer="1">No tokenizer for this rollout: the round '
@@ -458,7 +477,7 @@ def drift_turn_html(report: Any, table: Any = None, tokenizer_note: str = "") ->
             f'tokenizer {esc(report.tokenizer or "none")} · {"".join(badges)}</div>')
     return (f'<div class="ri-drift" data-turn="{t.index}" data-drifted="{int(report.drifted)}"><style>{DRIFT_CSS}</style>'
             f'{head}{"".join(notes)}{drift_roundtrip_html(rt, table)}{drift_template_html(tc, table)}'
-            f"{drift_prefix_html(pc, t, report.prev, table)}{drift_rows_html(report.rows, t.index)}</div>")
+            f"{drift_prefix_html(pc, t, report.prev, table)}{drift_rows_html(report.trainer, t.index)}</div>")
 
 
 def drift_empty_html(message: str) -> str:
@@ -493,8 +512,11 @@ def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special
 
 
 def trainer_rows(rows: Any) -> list[tuple[str, Any]]:
-    """(label, TrainingRow) for every row the stitcher built: kept rows, then dropped ones."""
-    out = []
+    """(label, TrainingRow) for every row the stitcher built (a :class:`viewer.drift.Rows`, or
+    None when the trainer could not run): kept rows, then dropped ones."""
+    out: list[tuple[str, Any]] = []
+    if rows is None:
+        return out
     for n, r in enumerate(rows.rows):
         out.append((f"row {n} · turns {', '.join(str(t) for t in r.turns)} · {len(r.input_ids):,} tokens · "
                     f"{r.trained_tokens:,} trained", r))
@@ -506,7 +528,7 @@ def trainer_rows(rows: Any) -> list[tuple[str, Any]]:
 
 def row_view_payload(row: Any, table: Any = None, *, turn: int | None = None, label: str = "", low: float = -2.5,
                      context_tail: int = 512, page_tokens: int = 50000) -> str:
-    """One trainer row (a :class:`viewer.rows.TrainingRow`) as a token view: mask 1 = trained.
+    """One trainer row (a :class:`viewer.drift.TrainingRow`) as a token view: mask 1 = trained.
 
     Prompt tails are context (0); outputs with mask 1 are trained (1), outputs with mask 0
     are output without gradient (2). ``prompt_len`` is where ``turn``'s output starts (else the

@@ -94,8 +94,20 @@ class Turn:
         return [str((c.get("function") or {}).get("name", "?")) for c in calls if isinstance(c, dict)]
 
     @property
+    def loss_mask(self) -> list[int]:
+        """The one definition of a trained token (token view, plots, summary and trainer rows).
+
+        The recorded per-token ``mask`` when it covers every output token; otherwise (no
+        mask, or one of another length) every token follows ``trained``. An empty mask
+        therefore never means "all trained" on its own."""
+        n = len(self.output_ids)
+        if len(self.mask) == n:
+            return [1 if m else 0 for m in self.mask]
+        return [1 if self.trained else 0] * n
+
+    @property
     def trained_tokens(self) -> int:
-        return sum(1 for m in self.mask if m)
+        return sum(self.loss_mask)
 
     def logprob_stats(self) -> tuple[float | None, float | None]:
         """Mean and min over output tokens that have a finite logprob."""

@@ -274,6 +274,7 @@ def _turn_from_record(rec: Any, i: int, rf: RecordFile, ctx: _Ctx) -> Turn | Non
         chk = check_logprobs(rec.get("per_token_logps"))
         _note(ctx, rf, i, ".per_token_logps", chk)
         lps = chk.value
+        t.meta["logprobs_from"] = "per_token_logps"
     if not lps and entries:
         try:
             raw = [e["logprob"] for e in entries]
@@ -282,6 +283,7 @@ def _turn_from_record(rec: Any, i: int, rf: RecordFile, ctx: _Ctx) -> Turn | Non
         chk = check_logprobs(raw)
         _note(ctx, rf, i, ".logprobs[].logprob", chk)
         lps = chk.value
+        t.meta["logprobs_from"] = "logprobs"
     t.logprobs = lps or []
 
     # Prompt ids: the engine's, when the record carries them.

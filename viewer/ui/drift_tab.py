@@ -20,7 +20,7 @@ import pandas as pd
 
 from .. import plots, render
 from ..config import Settings
-from ..drift import CAUSES, turn_report
+from ..drift import CAUSES, MODES, TRAIN_TURNS, TrainerSpecError, choose_spec, turn_report
 from ..drift_cli import SCAN_COLUMNS, ScanInputError, scan_source, scan_table
 from ..sources import SourceError
 from ..sources.upload import resolve_user_path
@@ -57,7 +57,22 @@ _SCANS = _LRU(_SCAN_CACHE)
 _CANCEL: dict[str, threading.Event] = {}
 
 
-def _report(store, key: str | None, index) -> tuple[Any, Any] | None:
+AUTO = "auto (what the source supports)"
+TRAINERS = [AUTO, *MODES]
+
+
+def _spec(rollout, trainer: str | None, train_turns: str | None):
+    """The trainer the Drift screen's selectors name (auto: :func:`choose_spec`'s pick)."""
+    mode = trainer if trainer in MODES else None
+    turns = train_turns if mode == "trl-message" and train_turns in TRAIN_TURNS else None
+    try:
+        return choose_spec(rollout, mode, turns)
+    except TrainerSpecError:
+        return choose_spec(rollout)
+
+
+def _report(store, key: str | None, index, trainer: str | None = None,
+            train_turns: str | None = None) -> tuple[Any, Any] | None:
     op = store.get(key)
     if op is None or index is None:
         return None
@@ -65,10 +80,12 @@ def _report(store, key: str | None, index) -> tuple[Any, Any] | None:
         index = int(index)
     except (TypeError, ValueError):
         return None
-    rep = _REPORTS.peek((key, index))
+    spec = _spec(op.rollout, trainer, train_turns)
+    rep = _REPORTS.peek((key, index, spec))
     if rep is None:
-        rep = turn_report(op.rollout, index, op.choice.tokenizer, tokenizer_name=op.choice.name)  # KeyError when the turn is absent
-        _REPORTS.put((key, index), rep)
+        rep = turn_report(op.rollout, index, op.choice.tokenizer, tokenizer_name=op.choice.name,
+                          spec=spec)  # KeyError when the turn is absent
+        _REPORTS.put((key, index, spec), rep)
     return op, rep
 
 
@@ -90,8 +107,13 @@ def build(settings: Settings, store, browse) -> None:
     drift_view = gr.HTML(render.drift_empty_html("Open a rollout and pick a turn: its drift shows here."),
                          elem_id="drift-view")
     with gr.Group():
-        row_pick = gr.Dropdown([], label="Trainer row as a token view (green = mask 1, gets a gradient)",
-                               elem_id="drift-row-pick", interactive=True)
+        with gr.Row(equal_height=True):
+            trainer_pick = gr.Dropdown(TRAINERS, value=AUTO, label="Trainer (whose rows)", elem_id="drift-trainer",
+                                       interactive=True, scale=2)
+            turns_pick = gr.Radio(list(TRAIN_TURNS)[::-1], value="tool-calls", label="Train turns (trl-message)",
+                                  elem_id="drift-train-turns", scale=2)
+            row_pick = gr.Dropdown([], label="Trainer row as a token view (green = mask 1, gets a gradient)",
+                                   elem_id="drift-row-pick", interactive=True, scale=3)
         row_view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
                            elem_id="drift-row-view", apply_default_css=False)
 
@@ -119,7 +141,7 @@ def build(settings: Settings, store, browse) -> None:
 
     # ---- per turn -------------------------------------------------------------------
     def rows_of(rep) -> list[tuple[str, Any]]:
-        return render.trainer_rows(rep.rows)
+        return render.trainer_rows(rep.trainer.rows)
 
     def row_payload(op, rep, label: str | None) -> str:
         rows = rows_of(rep)
@@ -133,10 +155,10 @@ def build(settings: Settings, store, browse) -> None:
         return render.row_view_payload(row, op.table, turn=rep.turn.index, label=label, low=settings.low_logprob,
                                        context_tail=settings.context_tail, page_tokens=settings.page_tokens)
 
-    def show(key: str | None, index) -> list:
+    def show(key: str | None, index, trainer: str | None = AUTO, train_turns: str | None = "tool-calls") -> list:
         got = None
         try:
-            got = _report(store, key, index)
+            got = _report(store, key, index, trainer, train_turns)
         except KeyError:
             pass
         except Exception as e:  # an analysis bug on odd data: say so, keep the app alive
@@ -153,8 +175,10 @@ def build(settings: Settings, store, browse) -> None:
                        labels[0] if labels else None)
         return [rep.turn.index, html, gr.Dropdown(choices=labels, value=default), row_payload(op, rep, default)]
 
-    def on_row(key: str | None, index, label: str | None) -> str:
-        got = _report(store, key, index) if store.get(key) is not None and index is not None else None
+    def on_row(key: str | None, index, label: str | None, trainer: str | None = AUTO,
+               train_turns: str | None = "tool-calls") -> str:
+        got = (_report(store, key, index, trainer, train_turns)
+               if store.get(key) is not None and index is not None else None)
         if got is None:
             return ""
         return row_payload(*got, label)
@@ -193,21 +217,21 @@ def build(settings: Settings, store, browse) -> None:
     # only while this tab is on screen (and when it is opened), not on every turn change.
     visible = gr.State(False)
 
-    def on_tab(key, index, evt: gr.SelectData):
+    def on_tab(key, index, trainer, train_turns, evt: gr.SelectData):
         on = evt is not None and str(evt.value) == "Drift"
-        return [on] + (show(key, index) if on else [gr.skip()] * len(view_outputs))
+        return [on] + (show(key, index, trainer, train_turns) if on else [gr.skip()] * len(view_outputs))
 
-    def follow(on: bool, key, index):
-        return show(key, index) if on else [gr.skip()] * len(view_outputs)
+    def follow(on: bool, key, index, trainer, train_turns):
+        return show(key, index, trainer, train_turns) if on else [gr.skip()] * len(view_outputs)
 
-    refresh.click(show, [browse.key, browse.turn], view_outputs, api_name="drift_turn")
-    browse.tabs.select(on_tab, [browse.key, browse.turn], [visible] + view_outputs, api_visibility="private",
+    pick = [trainer_pick, turns_pick]
+    refresh.click(show, [browse.key, browse.turn, *pick], view_outputs, api_name="drift_turn")
+    browse.tabs.select(on_tab, [browse.key, browse.turn, *pick], [visible] + view_outputs, api_visibility="private",
                        show_progress="hidden")
-    browse.turn.change(follow, [visible, browse.key, browse.turn], view_outputs, api_visibility="private",
-                       show_progress="hidden")
-    browse.key.change(follow, [visible, browse.key, browse.turn], view_outputs, api_visibility="private",
-                      show_progress="hidden")
-    row_pick.input(on_row, [browse.key, browse.turn, row_pick], row_view, api_name="drift_row")
+    for comp in (browse.turn, browse.key, trainer_pick, turns_pick):
+        comp.change(follow, [visible, browse.key, browse.turn, *pick], view_outputs, api_visibility="private",
+                    show_progress="hidden")
+    row_pick.input(on_row, [browse.key, browse.turn, row_pick, *pick], row_view, api_name="drift_row")
     repro_btn.click(export, [browse.key, browse.turn], repro_files, api_name="drift_repro")
     turn_box.submit(jump_turn, [browse.key, turn_box], browse.turn_outputs, api_name="drift_select_turn")
 

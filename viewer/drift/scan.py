@@ -1,0 +1,257 @@
+"""Drift over a dataset: all three checks per agent turn plus the trainer's rows, batched.
+
+Decode and encode run as one batch per chunk of rollouts (the tokenizer's own speed bounds
+the scan); rollouts are consumed lazily, so memory is bounded by the chunk.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sized
+from dataclasses import dataclass
+from typing import Any
+
+from viewer.drift.causes import classify_divergence, common_prefix
+from viewer.drift.checks import _need_tokenizer, _oov_reason, _render_text, _roundtrip_result, _template_unchecked
+from viewer.drift.checks import prefix_audit
+from viewer.drift.rows import FORK_THRESHOLD_TOKENS
+from viewer.drift.trainer import TrainerRows, choose_spec, trainer_rows
+from viewer.rollout import Rollout, Turn
+from viewer.tokenizer import token_table
+
+__all__ = ["scan", "merge_trainer", "new_trainer_block"]
+
+
+@dataclass(frozen=True)
+class _TrainerChoice:
+    """The trainer the user named (or None: each rollout's own supported mode)."""
+
+    mode: str | None
+    train_turns: str | None
+    fork_threshold: int
+
+    def check(self) -> None:
+        choose_spec(Rollout(source="", format=""), self.mode, self.train_turns, self.fork_threshold)
+
+    def rows(self, r: Rollout, tok) -> TrainerRows:
+        return trainer_rows(r, choose_spec(r, self.mode, self.train_turns, self.fork_threshold), tok)
+
+
+def new_trainer_block(fork_threshold: int = FORK_THRESHOLD_TOKENS) -> dict[str, Any]:
+    return {"mode": None, "train_turns": None, "trl_version": None, "fork_threshold": fork_threshold,
+            "chosen": None, "reason": None, "modes": {}, "errors": 0,
+            "tally": {"clean": 0, "realign": 0, "fork": 0, "transitions": 0, "drift_tokens": 0, "drift_max": 0}}
+
+
+def _add_trainer(block: dict[str, Any], tr: TrainerRows) -> None:
+    """Fold one rollout's trainer result into the scan's ``trainer`` block."""
+    spec = tr.spec.to_dict()
+    part = {**spec, "modes": {f"{spec['mode']}/{spec['train_turns']}": 1}, "errors": int(tr.error is not None),
+            "tally": tr.tally.to_dict()}
+    merge_trainer(block, part)
+
+
+def merge_trainer(block: dict[str, Any], part: dict[str, Any]) -> None:
+    """Add one ``trainer`` block into another: tallies summed (max for ``drift_max``), the
+    mode named when every rollout ran under the same one, else ``"mixed"`` (see ``modes``)."""
+    for k, n in part["modes"].items():
+        block["modes"][k] = block["modes"].get(k, 0) + n
+    if len(block["modes"]) == 1:
+        for k in ("mode", "train_turns", "trl_version", "chosen", "reason"):
+            block[k] = part[k]
+    else:
+        block.update(mode="mixed", train_turns=None, trl_version=None, reason="rollouts differ; see modes")
+    block["errors"] += part["errors"]
+    t, add = block["tally"], part["tally"]
+    for k in ("clean", "realign", "fork", "transitions", "drift_tokens"):
+        t[k] += add[k]
+    t["drift_max"] = max(t["drift_max"], add["drift_max"])
+
+
+def _batch_encode(tok, texts: list[str]) -> list[list[int]]:
+    if not texts:
+        return []
+    return [list(x) for x in tok(texts, add_special_tokens=False)["input_ids"]]
+
+
+def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, trainer: _TrainerChoice,
+                totals: dict[str, Any]) -> list[dict[str, Any]]:
+    items: list[tuple[str, Turn, Turn | None]] = []
+    for name, r in chunk:
+        prev = None
+        for t in r.agent_turns:
+            items.append((name, t, prev))
+            prev = t
+    recs: list[dict[str, Any]] = []
+    # --- A: batch decode + batch encode of every checkable output
+    rt_todo: list[int] = []
+    rt_res: dict[int, dict[str, Any]] = {}
+    for n, (_, t, _) in enumerate(items):
+        reason = (_need_tokenizer(tok) or ("empty output (no sampled ids)" if not t.output_ids else None)
+                  or (_oov_reason(t.output_ids, len(table)) if table is not None else None))
+        if reason:
+            rt_res[n] = {"equal": None, "first_mismatch": None, "changed_spans": 0, "cause": None,
+                         "unchecked": reason}
+        else:
+            rt_todo.append(n)
+    if rt_todo:
+        out_ids = [list(items[n][1].output_ids) for n in rt_todo]
+        texts = tok.batch_decode(out_ids, skip_special_tokens=False)
+    else:
+        out_ids, texts = [], []
+    # --- B: render every checkable prompt, then one batch encode for all texts
+    tp_todo: list[tuple[int, str]] = []
+    tp_res: dict[int, dict[str, Any]] = {}
+    render_texts: list[str] = []
+    for n, (_, t, _) in enumerate(items):
+        reason = _template_unchecked(t, tok)
+        if reason:
+            tp_res[n] = {"equal": None, "first_mismatch": None, "cause": None, "unchecked": reason}
+            continue
+        try:
+            tv = _render_text(t, tok, "vllm")
+        except Exception as e:
+            tp_res[n] = {"equal": None, "first_mismatch": None, "cause": None,
+                         "unchecked": f"template failed to render: {e}"}
+            continue
+        tp_todo.append((n, "vllm"))
+        render_texts.append(tv)
+        if plain:
+            try:
+                tpl = _render_text(t, tok, "plain")
+            except Exception as e:
+                tp_res[n] = {"plain_error": f"template failed to render: {e}"}
+                continue
+            if tpl != tv:  # only encode the plain render when it differs as text
+                tp_todo.append((n, "plain"))
+                render_texts.append(tpl)
+    encoded = _batch_encode(tok, texts + render_texts) if tok is not None else []
+    re_ids, rendered = encoded[:len(texts)], encoded[len(texts):]
+    for n, ids, text, rid in zip(rt_todo, out_ids, texts, re_ids):
+        if rid == ids:
+            rt_res[n] = {"equal": True, "first_mismatch": None, "changed_spans": 0, "cause": None}
+        else:  # the expensive aligned diff only where the ids differ
+            rt = _roundtrip_result(ids, text, rid, table, items[n][1].logprobs)
+            rt_res[n] = {"equal": False, "first_mismatch": rt.first_mismatch,
+                         "changed_spans": len(rt.changed_spans), "cause": rt.cause}
+    for (n, variant), rid in zip(tp_todo, rendered):
+        stored = list(items[n][1].prompt_ids)
+        if rid == stored:
+            d = {"equal": True, "first_mismatch": None, "cause": None}
+        else:
+            k = common_prefix(stored, rid)
+            cl = classify_divergence(stored, rid, k, tok, labels=("stored", "rendered"))
+            d = {"equal": False, "first_mismatch": k, "cause": cl.cause}
+        if variant == "vllm":
+            tp_res[n] = {**d, **tp_res.get(n, {})}
+            if plain:
+                tp_res[n].update({"plain_equal": d["equal"], "plain_cause": d["cause"]})
+        else:
+            tp_res[n].update({"plain_equal": d["equal"], "plain_cause": d["cause"]})
+    # --- C + rows
+    for n, (name, t, prev) in enumerate(items):
+        pc = prefix_audit(prev, t, tok)
+        p = {"status": pc.status, "cause": pc.cause, "tokens_rerendered": pc.tokens_rerendered,
+             "divergence": pc.divergence, "in_output": pc.in_output}
+        if pc.unchecked:
+            p["unchecked"] = pc.unchecked
+        rec = {"rollout": name, "turn": t.index, "call": t.call,
+               "retokenize": rt_res[n], "template": tp_res.get(n, {}), "prefix": p}
+        recs.append(rec)
+    for name, r in chunk:
+        tr = trainer.rows(r, tok)
+        tot = tr.totals()
+        for k in ("rows", "forked_rows", "tokens_losing_gradient"):
+            totals[k] += tot[k]
+        _add_trainer(totals["trainer"], tr)
+        for rec in recs:
+            if rec["rollout"] != name:
+                continue
+            v = tr.verdict(rec["turn"])
+            if v is not None:
+                rec["row"] = {"verdict": v.verdict, "matched": v.matched, "drift": v.drift,
+                              "tokens_losing_gradient": v.tokens_losing_gradient, "kept_trained": v.kept_trained}
+            else:
+                rec["row"] = {"verdict": "ERROR" if tr.error else "NOT_IN_CHAIN",
+                              "reason": tr.error or tr.excluded_reason(rec["turn"])}
+    return recs
+
+
+def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
+    totals["turns"] += 1
+    checks = (rec["retokenize"], rec["template"], rec["prefix"])
+    drifted = (rec["retokenize"].get("equal") is False or rec["template"].get("equal") is False
+               or rec["prefix"]["status"] == "broken")
+    rec["drifted"] = drifted  # decided here once; the CLI table and the UI read it
+    totals["drifted_turns"] += int(drifted)
+    causes = {c.get("cause") for c in checks if c.get("cause")}
+    for c in causes:
+        totals["by_cause"][c] = totals["by_cause"].get(c, 0) + 1
+    reasons = [c["unchecked"] for c in checks if c.get("unchecked")]
+    if rec["retokenize"].get("unchecked"):
+        totals["unchecked"] += 1
+    for key, c in zip(("retokenize", "template", "prefix"), checks):
+        if c.get("unchecked"):
+            totals["unchecked_by_check"][key] += 1
+    if reasons:
+        rec["unchecked"] = "; ".join(dict.fromkeys(reasons))
+    totals["retokenize_drifted"] += int(rec["retokenize"].get("equal") is False)
+    totals["template_drifted"] += int(rec["template"].get("equal") is False)
+    totals["prefix_broken"] += int(rec["prefix"]["status"] == "broken")
+
+
+def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None], None] | None = None,
+         cancel: threading.Event | None = None, *, plain: bool = True, chunk_rollouts: int = 32,
+         trainer: str | None = None, train_turns: str | None = None,
+         fork_threshold: int = FORK_THRESHOLD_TOKENS) -> dict[str, Any]:
+    """Drift over a dataset (agent turns), JSON-able. See the module doc for the checks.
+
+    Per turn: ``retokenize`` {equal, first_mismatch, changed_spans, cause}, ``template``
+    {equal, first_mismatch, cause, plain_equal, plain_cause}, ``prefix`` {status, cause,
+    tokens_rerendered, divergence, in_output}, ``row`` {verdict, matched, drift,
+    tokens_losing_gradient, kept_trained} under the trainer (``NOT_IN_CHAIN`` with a ``reason``
+    when the trainer leaves the turn out); a check that could not run carries ``unchecked: reason`` and
+    the turn a joined ``unchecked``. Totals: ``unchecked`` counts turns whose output round
+    trip could not run (``unchecked_by_check`` splits all three); ``by_cause`` counts
+    turns per cause (a turn counts once per distinct cause). ``trainer``/``train_turns``
+    name the trainer semantics (:mod:`viewer.drift.trainer`; None = what each rollout
+    supports); ``totals.trainer`` says which ran and sums TRL's tally. ``progress(done_rollouts, total_or_None)`` is called per chunk; when ``cancel``
+    is set the scan stops between chunks and returns what it has (``cancelled: true``).
+    """
+    total = len(rollouts) if isinstance(rollouts, Sized) else None
+    table = token_table(tok) if tok is not None else None
+    totals: dict[str, Any] = {"turns": 0, "drifted_turns": 0, "by_cause": {}, "forked_rows": 0, "unchecked": 0,
+                              "tokens_losing_gradient": 0, "rows": 0, "rollouts": 0,
+                              "retokenize_drifted": 0, "template_drifted": 0, "prefix_broken": 0,
+                              "unchecked_by_check": {"retokenize": 0, "template": 0, "prefix": 0},
+                              "cancelled": False, "trainer": new_trainer_block(fork_threshold)}
+    choice = _TrainerChoice(trainer, train_turns, fork_threshold)
+    choice.check()
+    turns: list[dict[str, Any]] = []
+    chunk: list[tuple[str, Rollout]] = []
+
+    def flush() -> None:
+        for rec in _scan_chunk(chunk, tok, table, plain, choice, totals):
+            _tally(rec, totals)
+            turns.append(rec)
+        totals["rollouts"] += len(chunk)
+        chunk.clear()
+        if progress is not None:
+            progress(totals["rollouts"], total)
+
+    for r in rollouts:
+        if cancel is not None and cancel.is_set():
+            totals["cancelled"] = True
+            break
+        name = r.source if r.source else f"rollout-{totals['rollouts'] + len(chunk)}"
+        if any(name == c[0] for c in chunk):
+            name = f"{name}#{totals['rollouts'] + len(chunk)}"
+        chunk.append((name, r))
+        if len(chunk) >= chunk_rollouts:
+            flush()
+    if chunk and not totals["cancelled"]:
+        flush()
+    elif chunk:
+        chunk.clear()
+    if cancel is not None and cancel.is_set():
+        totals["cancelled"] = True
+    return {"turns": turns, "totals": totals, "trainer": totals.pop("trainer")}
