@@ -32,3 +32,4 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 bash scripts/setup_capture.sh  # vLLM (CPU/GPU) env + opencode for live capture; CAPTURE_SETUP=0 skips
+bash scripts/setup_oracle.sh  # .venv-trl: TRL 1.14.0 + 1.16.0 side by side as the test oracle; ORACLE_SETUP=0 skips

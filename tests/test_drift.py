@@ -318,8 +318,12 @@ def _scan_set(qwen3):
 def test_scan_totals(qwen3):
     rollouts, o1 = _scan_set(qwen3)
     seen = []
-    res = drift.scan(rollouts, qwen3, progress=lambda d, t: seen.append((d, t)), chunk_rollouts=1)
+    # engine prompt ids: the capture contract; with the example's threshold 1024 drift realigns
+    res = drift.scan(rollouts, qwen3, progress=lambda d, t: seen.append((d, t)), chunk_rollouts=1,
+                     fork_threshold=1024)
     assert json.loads(json.dumps(res)) == res
+    assert (res["trainer"]["mode"], res["trainer"]["fork_threshold"], res["trainer"]["chosen"]) == \
+        ("trl-contract", 1024, "auto")  # the mode picked from the source; the threshold named
     tot = res["totals"]
     assert seen == [(1, 2), (2, 2)]
     assert tot["turns"] == 7 and tot["unchecked"] == 2

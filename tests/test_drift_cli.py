@@ -112,9 +112,10 @@ def test_sample_readable_table(capsys):
     assert "turns checked:" in out and "by cause:" in out and "special_token" in out
     assert "tokens losing gradient:" in out
     # the sample has engine prompt ids: the capture contract is picked, and the table says so and why
-    assert "trainer:                trl-contract (TRL 1.16.0, per-token loss masks, fork threshold 1024)" in out
+    # (fork threshold 0: TRL 1.16's loop-owning lossless_capture default, so both drifts fork)
+    assert "trainer:                trl-contract (TRL 1.16.0, per-token loss masks, fork threshold 0)" in out
     assert "auto: every agent turn has the engine's prompt ids" in out
-    assert "trainer rows:" in out and "realign 2" in out
+    assert "trainer rows:           2 (2 forks; tally: clean 0, realign 0, fork 2" in out
     assert err.strip() == ""  # one rollout: no progress line
 
 

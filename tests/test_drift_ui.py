@@ -46,7 +46,24 @@ def test_drift_follows_selected_turn_and_prefix(client):
     assert turn == nxt.index
     # the next prompt re-renders the tool call's sampled pieces: all of its output is re-rendered
     assert f"<b>{len(t.output_ids):,}</b> tokens re-rendered" in html
-    assert "REALIGN" in html
+    # auto: the sample has engine prompt ids → TRL 1.16's contract, whose threshold 0 forks
+    assert 'data-trainer="trl-contract"' in html and "chosen automatically" in html and "FORK" in html
+
+
+def test_drift_trainer_selector_gives_trls_rows(client):
+    """The selector switches the rows to TRL 1.14 message mode: on this sample TRL keeps 77 of 242
+    trained tokens in one row (docs/TRAINER.md; proven against TRL in test_trainer_oracle.py)."""
+    t = _tool_turn()
+    _open_turn(client, t.index)
+    _, html, labels, row_view = client.predict("trl-message", "tool-calls", api_name="/drift_turn")
+    assert 'data-trainer="trl-message"' in html and "TRL 1.14.0" in html and "train turns: tool-calls" in html
+    assert 'data-rows="1" data-losing="165"' in html and "not in chain" in html  # the text answer
+    payload = json.loads(row_view)
+    assert sum(1 for k in payload["k"] if k == 1) == 77
+    _, html, _, _ = client.predict("trl-message", "all", api_name="/drift_turn")
+    assert 'data-rows="1" data-losing="242"' in html and "not in chain" not in html
+    _, html, _, _ = client.predict("trl-contract", "tool-calls", api_name="/drift_turn")
+    assert 'data-trainer="trl-contract"' in html and "fork threshold 0" in html and 'data-losing="0"' in html
 
 
 def test_drift_repro_export(client):

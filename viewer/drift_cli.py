@@ -241,7 +241,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
 
     settings = settings or Settings()
-    thr = drift.FORK_THRESHOLD_TOKENS if fork_threshold is None else int(fork_threshold)
+    thr = fork_threshold
     try:  # a wrong trainer name is a usage error before anything is read
         drift.choose_spec(Rollout(source="", format=""), trainer, train_turns, thr)
     except drift.TrainerSpecError as e:
@@ -460,5 +460,6 @@ def add_parser(sub: Any) -> None:
                    help="trl-message's train_turn_fn: every agent turn, or only turns with a tool call (the "
                         "opencode example; the default)")
     p.add_argument("--fork-threshold", type=int, default=None, metavar="N",
-                   help="TRL's fork_threshold_tokens (default 1024, as in the opencode example)")
+                   help="TRL's fork_threshold_tokens (default: what the trainer runs with: 1024 for trl-message, "
+                        "as in the opencode example; 0 for trl-contract, TRL 1.16's lossless_capture default)")
     p.set_defaults(func=_cmd_drift)

@@ -13,7 +13,6 @@ from typing import Any
 from viewer.drift.causes import classify_divergence, common_prefix
 from viewer.drift.checks import _need_tokenizer, _oov_reason, _render_text, _roundtrip_result, _template_unchecked
 from viewer.drift.checks import prefix_audit
-from viewer.drift.rows import FORK_THRESHOLD_TOKENS
 from viewer.drift.trainer import TrainerRows, choose_spec, trainer_rows
 from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import token_table
@@ -27,7 +26,7 @@ class _TrainerChoice:
 
     mode: str | None
     train_turns: str | None
-    fork_threshold: int
+    fork_threshold: int | None
 
     def check(self) -> None:
         choose_spec(Rollout(source="", format=""), self.mode, self.train_turns, self.fork_threshold)
@@ -36,7 +35,7 @@ class _TrainerChoice:
         return trainer_rows(r, choose_spec(r, self.mode, self.train_turns, self.fork_threshold), tok)
 
 
-def new_trainer_block(fork_threshold: int = FORK_THRESHOLD_TOKENS) -> dict[str, Any]:
+def new_trainer_block(fork_threshold: int | None = None) -> dict[str, Any]:
     return {"mode": None, "train_turns": None, "trl_version": None, "fork_threshold": fork_threshold,
             "chosen": None, "reason": None, "modes": {}, "errors": 0,
             "tally": {"clean": 0, "realign": 0, "fork": 0, "transitions": 0, "drift_tokens": 0, "drift_max": 0}}
@@ -56,10 +55,12 @@ def merge_trainer(block: dict[str, Any], part: dict[str, Any]) -> None:
     for k, n in part["modes"].items():
         block["modes"][k] = block["modes"].get(k, 0) + n
     if len(block["modes"]) == 1:
-        for k in ("mode", "train_turns", "trl_version", "chosen", "reason"):
+        for k in ("mode", "train_turns", "trl_version", "fork_threshold", "chosen", "reason"):
             block[k] = part[k]
     else:
         block.update(mode="mixed", train_turns=None, trl_version=None, reason="rollouts differ; see modes")
+        if block["fork_threshold"] != part["fork_threshold"]:
+            block["fork_threshold"] = None
     block["errors"] += part["errors"]
     t, add = block["tally"], part["tally"]
     for k in ("clean", "realign", "fork", "transitions", "drift_tokens"):
@@ -202,7 +203,7 @@ def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
 def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None], None] | None = None,
          cancel: threading.Event | None = None, *, plain: bool = True, chunk_rollouts: int = 32,
          trainer: str | None = None, train_turns: str | None = None,
-         fork_threshold: int = FORK_THRESHOLD_TOKENS) -> dict[str, Any]:
+         fork_threshold: int | None = None) -> dict[str, Any]:
     """Drift over a dataset (agent turns), JSON-able. See the module doc for the checks.
 
     Per turn: ``retokenize`` {equal, first_mismatch, changed_spans, cause}, ``template``

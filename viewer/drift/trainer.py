@@ -8,7 +8,8 @@
   ``per_token_logps`` (absent → 0.0); every output token is trained.
 * ``trl-contract`` — TRL ≥ 1.15 fed by OpenEnv's capture contract. Every agent turn, the
   engine's prompt ids, the per-token loss mask over the output (:attr:`Turn.loss_mask`),
-  and TRL 1.16's length checks.
+  TRL 1.16's length checks, and its loop-owning default fork threshold of 0
+  (``lossless_capture=True``).
 
 :func:`choose_spec` picks what a source supports when the user does not say (no engine
 prompt ids → message mode with ``tool-calls``, as the opencode example runs it) and
@@ -33,6 +34,10 @@ MODES = (MESSAGE, CONTRACT)
 TRAIN_TURNS = ("all", "tool-calls")
 PER_TOKEN_MASK = "per-token-mask"  # what selects trained tokens in contract mode
 TRL_VERSIONS = {MESSAGE: "1.14.0", CONTRACT: "1.16.0"}  # the released versions the tests run as oracles
+# fork_threshold_tokens each trainer really runs with: the opencode example passes 1024 to
+# TRL 1.14; TRL ≥ 1.15's loop-owning harness defaults to lossless_capture=True, which sets it
+# to 0 (every drift forks a new row, so no sampled token loses its gradient).
+DEFAULT_FORK_THRESHOLD = {MESSAGE: FORK_THRESHOLD_TOKENS, CONTRACT: 0}
 
 
 class TrainerSpecError(ValueError):
@@ -45,7 +50,7 @@ class TrainerSpec:
 
     mode: str = MESSAGE
     train_turns: str = "tool-calls"
-    fork_threshold: int = FORK_THRESHOLD_TOKENS
+    fork_threshold: int = FORK_THRESHOLD_TOKENS  # see DEFAULT_FORK_THRESHOLD
     auto: bool = False
     reason: str = ""
 
@@ -122,8 +127,15 @@ def _has_engine_prompts(rollout: Rollout) -> bool:
 
 def choose_spec(rollout: Rollout, mode: str | None = None, train_turns: str | None = None,
                 fork_threshold: int | None = None) -> TrainerSpec:
-    """The spec the user named, or what ``rollout`` supports (and the reason, for UI/CLI/JSON)."""
-    thr = FORK_THRESHOLD_TOKENS if fork_threshold is None else int(fork_threshold)
+    """The spec the user named, or what ``rollout`` supports (and the reason, for UI/CLI/JSON).
+
+    ``fork_threshold`` None = the one the trainer really runs with (:data:`DEFAULT_FORK_THRESHOLD`)."""
+    if fork_threshold is not None and int(fork_threshold) < 0:
+        raise TrainerSpecError(f"fork threshold must be ≥ 0, got {fork_threshold}")
+
+    def thr(m: str) -> int:
+        return DEFAULT_FORK_THRESHOLD[m] if fork_threshold is None else int(fork_threshold)
+
     if mode is not None and mode not in MODES:
         raise TrainerSpecError(f"unknown trainer {mode!r}: use one of {', '.join(MODES)}")
     if train_turns is not None and train_turns not in TRAIN_TURNS:
@@ -132,13 +144,13 @@ def choose_spec(rollout: Rollout, mode: str | None = None, train_turns: str | No
         raise TrainerSpecError("--train-turns applies to trl-message only; trl-contract trains by per-token "
                                "loss masks")
     if mode is not None:
-        return TrainerSpec(mode, PER_TOKEN_MASK if mode == CONTRACT else (train_turns or "tool-calls"), thr,
+        return TrainerSpec(mode, PER_TOKEN_MASK if mode == CONTRACT else (train_turns or "tool-calls"), thr(mode),
                            auto=False, reason="named by the user")
     if train_turns is None and _has_engine_prompts(rollout):
-        return TrainerSpec(CONTRACT, PER_TOKEN_MASK, thr, auto=True,
+        return TrainerSpec(CONTRACT, PER_TOKEN_MASK, thr(CONTRACT), auto=True,
                            reason="every agent turn has the engine's prompt ids: the capture contract (TRL ≥ 1.15)")
     why = ("no engine prompt ids" if not _has_engine_prompts(rollout) else "a train-turn rule was given")
-    return TrainerSpec(MESSAGE, train_turns or "tool-calls", thr, auto=True,
+    return TrainerSpec(MESSAGE, train_turns or "tool-calls", thr(MESSAGE), auto=True,
                        reason=f"{why}: message mode re-renders the prompts as TRL 1.14 does"
                               + ("; tool-call turns trained, as the opencode example runs it" if not train_turns
                                  else ""))
