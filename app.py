@@ -13,4 +13,7 @@ demo = create_app(settings)
 LAUNCH_KWARGS = launch_kwargs(settings)
 
 if __name__ == "__main__":
+    from viewer.capture.runner import install_shutdown_handlers
+
+    install_shutdown_handlers()  # stopping the app stops a running capture first (no orphans)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), **LAUNCH_KWARGS)

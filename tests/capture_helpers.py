@@ -24,11 +24,13 @@ def free_port() -> int:
 
 
 class ReplayUpstream:
-    """``mode``: replay | http400 | http500 | cut (stream stops after ``cut_after`` events, no [DONE])."""
+    """``mode``: replay | http400 | http500 | cut (stream stops after ``cut_after`` events, no [DONE]) |
+    nonjson (HTTP 200 whose body is an HTML error page) | slow (events ``delay`` s apart)."""
 
-    def __init__(self, mode: str = "replay", cut_after: int = 3):
+    def __init__(self, mode: str = "replay", cut_after: int = 3, delay: float = 0.1):
         self.mode = mode
         self.cut_after = cut_after
+        self.delay = delay
         self.requests: list[dict] = []
         self.headers: list[dict] = []
         self.port = free_port()
@@ -44,6 +46,9 @@ class ReplayUpstream:
             if self.mode == "http500":
                 return Response(json.dumps({"error": {"message": "engine dead", "code": 500}}), 500,
                                 media_type="application/json")
+            if self.mode == "nonjson":
+                return Response(b"<html><body>502 Bad Gateway (from a load balancer)</body></html>", 200,
+                                media_type="text/html")
             if not body.get("stream"):
                 return Response((WIRE / "vllm_nonstream.json").read_bytes(), media_type="application/json")
             events = [e for e in (WIRE / "vllm_stream.sse").read_bytes().split(b"\n\n") if e.strip()]
@@ -51,8 +56,12 @@ class ReplayUpstream:
                 events = events[:self.cut_after]
 
             async def gen():
+                import asyncio
+
                 for e in events:
                     yield e + b"\n\n"
+                    if self.mode == "slow":
+                        await asyncio.sleep(self.delay)
                 if self.mode == "cut":
                     raise RuntimeError("upstream died mid-stream")  # aborts the connection
 

@@ -121,3 +121,23 @@ def test_deep_link_opens_a_dataset_row_and_links_back(page, app_url, data_root, 
     page.locator("#token-view .ri-link").click()
     url = page.locator("#token-view .ri-tv").get_attribute("data-link")
     assert f"source={dest.name}" in url and "row=1" in url and "turn=" in url
+
+
+@pytest.mark.parametrize("query,want", [
+    ("source=sample:qwen3-tiny&turn=999", "Turn 999 is not in this rollout (turns 0–3); showing turn 1."),
+    ("source=sample:qwen3-tiny&turn=2&tok=999999-1000005", "Tokens 999999–1000005 are past the end of turn 2"),
+    ("source=sample:qwen3-tiny&turn=abc", "Ignored turn='abc' in the link: not a number"),
+    ("source=../../etc/passwd", "../../etc/passwd: outside the allowed data folder"),
+    ("source=/etc/passwd", "/etc/passwd: outside the allowed data folder"),
+])
+def test_bad_deep_links_say_what_is_wrong_and_the_app_keeps_working(page, app_url, query, want):
+    page.goto(f"{app_url}/?{query}")
+    page.wait_for_function(f"document.querySelector('#status')?.textContent.includes({want!r})", timeout=60000)
+    if "passwd" in query:  # refused: nothing was opened, and no file content reached the page
+        assert "root:" not in page.content()
+    else:
+        page.wait_for_function(PAINTED)
+        assert page.locator("#token-view .tk.sel").count() == 0
+    page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn=2&tok=10-11")  # the server still serves links
+    page.wait_for_function(PAINTED)
+    assert page.locator("#token-view .ri-tv").get_attribute("data-selected") == "10-11"

@@ -18,7 +18,7 @@ import pytest
 
 from requires import need
 
-from viewer.capture.procs import descendants
+from viewer.capture.procs import descendants, marked
 
 
 def _cmdline(pid: int) -> str:
@@ -26,6 +26,18 @@ def _cmdline(pid: int) -> str:
         return open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return ""
+
+
+def stray(prefix: str = "capture-", timeout: float = 10.0) -> dict[int, str]:
+    """Processes a capture started (marker ``capture-…``, see viewer/capture/procs.py) still alive
+    after ``timeout`` s, whoever their parent is now (re-parented to PID 1 included). The
+    module's own vLLM server is started outside a capture and is not one of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {p: f"{m} {_cmdline(p)}" for p, m in marked(prefix).items()}
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.2)
 
 
 def leftovers(before: set[int], timeout: float = 10.0) -> dict[int, str]:
@@ -215,7 +227,7 @@ def test_agent_timeout_against_dead_upstream_kills_everything(tmp_path):
     assert "500" in (s["first_upstream_error"] or "")
     recs = json.loads((out / "trace.json").read_text())
     assert recs and all(r["upstream_status"] == 500 for r in recs)
-    assert leftovers(before) == {}
+    assert leftovers(before) == {} and stray() == {}
 
 
 def test_cancel_stops_agent_and_proxy(vllm, tmp_path):
@@ -235,8 +247,139 @@ def test_cancel_stops_agent_and_proxy(vllm, tmp_path):
     job.cancel()
     t.join(60)
     assert not t.is_alive() and job.status == "cancelled"
-    assert json.loads((tmp_path / "c" / "summary.json").read_text())["status"] == "cancelled"
-    assert leftovers(before) == {}
+    summ = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summ["status"] == "cancelled" and summ["complete"] is False
+    assert (tmp_path / "c" / "trace.json").exists()  # partial artefacts kept
+    assert leftovers(before) == {} and stray(job.tag) == {} and stray() == {}
+
+
+def test_cancel_during_vllm_startup_leaves_nothing(vllm, tmp_path):
+    """Cancel while the capture's own vLLM server is still starting: cancelled, not failed; no process left."""
+    import threading
+
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    job = CaptureJob(CaptureSpec(out=str(tmp_path / "c"), backend="local", model="tiny-qwen3", scripted=True))
+    t = threading.Thread(target=job.run)
+    t.start()
+    deadline = time.time() + 120
+    while not (job.phase == "server" and marked(job.tag)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert marked(job.tag), "the capture's vLLM server never started"
+    time.sleep(2.0)
+    job.cancel()
+    t.join(90)
+    assert not t.is_alive() and job.status == "cancelled", (job.status, job.error)
+    summ = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert summ["status"] == "cancelled" and summ["complete"] is False and summ["failed_phase"] == "server"
+    assert stray(job.tag) == {} and stray() == {}
+
+
+def test_agent_command_that_backgrounds_itself_is_stopped(vllm, tmp_path):
+    """The agent's bash runs ``setsid sleep 600 &``: it leaves opencode's process group (its own
+    session), yet it carries the capture's marker and is stopped; the capture still completes
+    with reward 1.0."""
+    import threading
+
+    from viewer.capture.job import CaptureJob, CaptureSpec
+    from viewer.capture.procs import _environ_mark
+
+    job = CaptureJob(CaptureSpec(out=str(tmp_path / "c"), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
+                                 scripted=True, script_commands=["setsid sleep 600 > /dev/null 2>&1 &"],
+                                 agent_timeout_s=240))
+    seen: dict[int, tuple[str | None, int]] = {}
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            for d in os.listdir("/proc"):
+                if d.isdigit() and int(d) not in seen and "sleep 600" in _cmdline(int(d)):
+                    seen[int(d)] = (_environ_mark(int(d)), os.getsid(int(d)) if os.path.exists(f"/proc/{d}") else -1)
+            time.sleep(0.05)
+
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+    s = job.run()
+    done.set()
+    w.join(5)
+    assert s["status"] == "ok" and s["reward"] == 1.0, (s.get("error"), s.get("agent"))
+    assert seen, "the agent never started the backgrounded sleep"
+    for pid, (mark, sid) in seen.items():
+        assert mark is not None and mark.startswith(job.tag + "/"), mark  # inherited the capture's marker
+        assert sid == pid  # setsid: its own session, outside opencode's process group
+        assert not os.path.exists(f"/proc/{pid}") or "sleep 600" not in _cmdline(pid)  # and it is gone
+    assert s["complete"] is True and stray(job.tag) == {} and stray() == {}
+
+
+def test_sigterm_to_capture_cli_leaves_nothing(vllm, tmp_path):
+    """SIGTERM to ``python -m viewer capture`` while the agent runs: a clean stop, artefacts kept and
+    marked incomplete, no process left (a ``sleep`` the agent started included)."""
+    import signal
+    import subprocess
+
+    out = tmp_path / "c"
+    proc = subprocess.Popen([sys.executable, "-m", "viewer", "capture", "--backend", "endpoint", "--endpoint",
+                             vllm.url, "--model", "tiny-qwen3", "--scripted", "--out", str(out),
+                             "--script-command", "sleep 120"], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any("sleep 120" in _cmdline(p) for p in marked("capture-")):
+        time.sleep(0.2)
+    assert any("sleep 120" in _cmdline(p) for p in marked("capture-")), "the agent never ran the command"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 1, err[-2000:]
+    summ = json.loads((out / "summary.json").read_text())
+    assert summ["status"] == "cancelled" and summ["complete"] is False and summ["failed_phase"] == "agent"
+    assert (out / "trace.json").exists() and (out / "proxy_trace.jsonl").exists()
+    assert stray() == {}
+
+
+def test_app_shutdown_mid_capture_leaves_nothing(vllm, tmp_path):
+    """``python app.py`` stopped (SIGTERM) while its capture runs: the capture is cancelled first,
+    its artefacts written as incomplete, and no process is left."""
+    import signal
+    import subprocess
+
+    from viewer.capture.procs import mark_env  # noqa: F401  (the marker the app's capture uses)
+
+    port = _free_port()
+    out_root = tmp_path / "captures"
+    code = ("import app, threading, time\n"
+            "from viewer.capture.runner import RUNNER, install_shutdown_handlers\n"
+            "from viewer.capture.job import CaptureSpec\n"
+            "install_shutdown_handlers()\n"
+            f"RUNNER.start(CaptureSpec(out={str(out_root / 'c')!r}, backend='endpoint', endpoint={vllm.url!r}, "
+            "model='tiny-qwen3', scripted=True, script_commands=['sleep 120']))\n"
+            "app.demo.launch(server_name='127.0.0.1', **app.LAUNCH_KWARGS)\n")
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "CAPTURE_OUT_ROOT": str(out_root),
+           "VIEWER_DATA_ROOT": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 180
+    while time.time() < deadline and not any("sleep 120" in _cmdline(p) for p in marked("capture-")):
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        time.sleep(0.2)
+    with httpx.Client(trust_env=False) as c:  # the app is up and serving while the capture runs
+        for _ in range(300):
+            try:
+                if c.get(f"http://127.0.0.1:{port}/", timeout=10).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("the app never served its page")
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=90)
+    summ = json.loads((out_root / "c" / "summary.json").read_text())
+    assert summ["status"] == "cancelled" and summ["complete"] is False, err[-2000:]
+    assert stray() == {}
+
+
+def _free_port() -> int:
+    from capture_helpers import free_port
+
+    return free_port()
 
 
 def test_hf_job_script_runs_locally_on_cpu(vllm, tmp_path):
@@ -295,4 +438,5 @@ def test_capture_tab_runs_a_capture_and_opens_it(vllm, page, app_url):
     # finished: the capture opens in the viewer
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('capture-')",
                            timeout=600000)
-    assert "reward" in progress.text_content() and "ok" in progress.text_content()
+    text = progress.text_content()
+    assert text.startswith("ok · phase done") and "reward 1.0 (6/6 held-out tests)" in text, text[:400]

@@ -170,3 +170,63 @@ def test_assembler_tool_call_fragments():
     assert tc["function"] == {"name": "bash", "arguments": '{"command": "ls"}'} and tc["id"] == "call_1"
     assert a.token_ids == [10, 11, 12, 13] and a.prompt_token_ids == [1, 2] and a.done
     assert resp["choices"][0]["finish_reason"] == "tool_calls" and resp["usage"]["completion_tokens"] == 4
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_non_json_200_from_upstream_is_recorded_as_an_error(tmp_path, proxy_for, stream):
+    """A 200 whose body is not the OpenAI wire format (an HTML page from a load balancer): the agent
+    gets the upstream's bytes, the record says what was wrong, and the next call still works."""
+    with ReplayUpstream("nonjson") as up:
+        px = proxy_for(up.url)
+        res = _post(px.url, BODY, stream=stream)
+        up.mode = "replay"
+        ok = _post(px.url, BODY, stream=False)
+    body = res[1] if stream else res.content
+    assert b"502 Bad Gateway" in body
+    bad, good = read_records(tmp_path / "proxy_trace.jsonl")
+    assert "text/html" in bad["error"] and "502 Bad Gateway" in bad["error"], bad["error"]
+    assert ("not an SSE stream" if stream else "not a chat.completion JSON") in bad["error"]
+    assert bad["completion_token_ids"] == []
+    assert ok.status_code == 200 and good.get("error") is None and good["completion_token_ids"]
+
+
+def test_client_disconnect_mid_stream_keeps_the_partial_call_and_the_proxy(tmp_path, proxy_for):
+    with ReplayUpstream("slow", delay=0.2) as up:
+        px = proxy_for(up.url)
+        with httpx.Client(timeout=30, trust_env=False) as c:
+            with c.stream("POST", px.url + "/chat/completions", json={**BODY, "stream": True}) as r:
+                first = next(r.iter_raw())
+                assert first.startswith(b"data:")
+            # the client hung up after one chunk
+        ok = _post(px.url, BODY, stream=False)
+    assert ok.status_code == 200
+    import time
+
+    for _ in range(100):
+        recs = read_records(tmp_path / "proxy_trace.jsonl")
+        if len(recs) == 2:
+            break
+        time.sleep(0.05)
+    cut, good = sorted(recs, key=lambda r: r["turn"])
+    assert cut["error"] and "disconnect" in cut["error"].lower(), cut["error"]
+    assert len(cut["completion_token_ids"]) == len(cut["per_token_logps"])  # what was relayed, aligned
+    assert good.get("error") is None and good["completion_token_ids"]
+
+
+def test_two_concurrent_calls_are_both_recorded_whole(tmp_path, proxy_for):
+    import threading
+
+    with ReplayUpstream("slow", delay=0.05) as up:
+        px = proxy_for(up.url)
+        out = {}
+        ts = [threading.Thread(target=lambda k=k: out.update({k: _post(px.url, BODY, stream=True)}))
+              for k in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(30)
+    want = b"".join(e + b"\n\n" for e in (WIRE / "vllm_stream.sse").read_bytes().split(b"\n\n") if e.strip())
+    assert out[0] == out[1] == (200, want)  # each client got every byte, not interleaved
+    recs = read_records(tmp_path / "proxy_trace.jsonl")  # one valid JSON line per call
+    assert sorted(r["turn"] for r in recs) == [1, 2]
+    assert recs[0]["completion_token_ids"] == recs[1]["completion_token_ids"] != []

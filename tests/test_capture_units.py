@@ -185,3 +185,98 @@ def test_progress_html_escapes():
                           "tokens": 9, "elapsed_s": 1, "events": [{"t": 0, "phase": "a", "message": "<b>"}],
                           "out": "/tmp/x"}, "ab<")
     assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;" in html and "ab&lt;" in html
+
+
+def _autospec_api(stage_seq):
+    """A real ``HfApi`` surface (autospec: a misspelt method or keyword fails like the real client)."""
+    from unittest.mock import create_autospec
+
+    from huggingface_hub import HfApi
+
+    api = create_autospec(HfApi, instance=True)
+    api.run_uv_job.return_value = SimpleNamespace(id="job-42")
+    api.inspect_job.side_effect = lambda **kw: SimpleNamespace(status=SimpleNamespace(stage=next(stage_seq)))
+    return api
+
+
+def test_hf_jobs_cancel_reaches_cancel_job_even_when_the_job_prints_nothing(tmp_path):
+    """Cancel while the job runs silently: ``HfApi.cancel_job(job_id=...)`` is called and the capture
+    ends as cancelled (before: the event was set and nobody read it; the paid job kept running)."""
+    import itertools
+    import threading
+
+    from viewer.capture.hf_jobs import run_remote
+
+    silent = threading.Event()
+    api = _autospec_api(itertools.repeat("RUNNING"))
+    api.fetch_job_logs.side_effect = lambda **kw: iter(lambda: silent.wait(30) and "", "")  # blocks, prints nothing
+    cancel = threading.Event()
+    got = {}
+    th = threading.Thread(target=lambda: got.update(s=run_remote(_spec(tmp_path), api=api, cancel=cancel,
+                                                                 poll_s=0.05)))
+    th.start()
+    for _ in range(200):
+        if api.inspect_job.call_count >= 2:
+            break
+        threading.Event().wait(0.02)
+    assert th.is_alive() and not api.cancel_job.called  # running, not cancelled on its own
+    cancel.set()
+    th.join(10)
+    silent.set()
+    assert not th.is_alive()
+    api.cancel_job.assert_called_once_with(job_id="job-42")
+    assert got["s"]["status"] == "cancelled" and got["s"]["job_id"] == "job-42"
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["status"] == "cancelled"
+    # the launch used the real signature too (autospec rejects unknown keywords)
+    _, kw = api.run_uv_job.call_args
+    assert kw["flavor"] and kw["secrets"] == {"HF_TOKEN": "hf_SECRET123"}
+
+
+def test_hf_jobs_runner_cancel_is_wired(tmp_path, monkeypatch):
+    """The app's runner: Cancel on an hf-jobs capture reaches the same API call."""
+    import itertools
+    import threading
+
+    import viewer.capture.hf_jobs as hf
+    from viewer.capture.runner import CaptureRunner
+
+    api = _autospec_api(itertools.repeat("RUNNING"))
+    api.fetch_job_logs.side_effect = lambda **kw: iter(["booting"])
+    real = hf.run_remote
+    monkeypatch.setattr(hf, "run_remote", lambda spec, **kw: real(spec, api=api, poll_s=0.05, **kw))
+    runner = CaptureRunner()
+    jid = runner.start(_spec(tmp_path))
+    for _ in range(200):
+        if api.inspect_job.call_count >= 1:
+            break
+        threading.Event().wait(0.02)
+    assert runner.cancel(jid)
+    runner.wait(jid, timeout=10)
+    api.cancel_job.assert_called_once_with(job_id="job-42")
+    assert runner.snapshot(jid)["status"] == "cancelled"
+
+
+def test_only_the_starting_session_can_cancel(tmp_path, monkeypatch):
+    """Another browser session (a ?job= link) may watch a capture but not cancel it."""
+    import itertools
+    import threading
+
+    import viewer.capture.hf_jobs as hf
+    from viewer.capture.runner import CaptureRunner
+
+    api = _autospec_api(itertools.repeat("RUNNING"))
+    api.fetch_job_logs.side_effect = lambda **kw: iter(["booting"])
+    real = hf.run_remote
+    monkeypatch.setattr(hf, "run_remote", lambda spec, **kw: real(spec, api=api, poll_s=0.05, **kw))
+    runner = CaptureRunner()
+    jid = runner.start(_spec(tmp_path), owner="session-a")
+    for _ in range(200):
+        if api.inspect_job.call_count >= 1:
+            break
+        threading.Event().wait(0.02)
+    assert runner.cancel(jid, owner="session-b") is False
+    threading.Event().wait(0.3)
+    assert runner.running(jid) and not api.cancel_job.called  # still running, the paid job untouched
+    assert runner.cancel(jid, owner="session-a") is True
+    runner.wait(jid, timeout=10)
+    api.cancel_job.assert_called_once_with(job_id="job-42")

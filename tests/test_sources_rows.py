@@ -17,16 +17,11 @@ from viewer.sources.agentcap import parse_sse
 from viewer.config import Settings
 
 
-@pytest.fixture(autouse=True)
-def _need_realdata(realdata):
-    return realdata
-
-
 def _end_id(tok):
     return tok.convert_tokens_to_ids("<|im_end|>")
 
 
-def test_harbor_parquet_derived_view_matches_template_construction(tmp_path, qwen3):
+def test_harbor_parquet_derived_view_matches_template_construction(realdata, tmp_path, qwen3):
     rows = harbor_rows()
     p = write_parquet(rows, tmp_path / "data" / "train-00000-of-00001.parquet")
     src = open_dataset(p)
@@ -50,7 +45,7 @@ def test_harbor_parquet_derived_view_matches_template_construction(tmp_path, qwe
     assert len(warn) == 3 and "<think>" in warn[0].message and "row 3" in warn[0].file
 
 
-def test_harbor_literal_token_columns_are_exact(tmp_path, qwen3):
+def test_harbor_literal_token_columns_are_exact(realdata, tmp_path, qwen3):
     rows = harbor_rows("openhands__hello-world")
     row = dict(rows[1])
     n = sum(1 for m in row["conversations"] if m["role"] == "assistant")
@@ -82,7 +77,7 @@ def test_atif_trajectory_realdata(realdata, qwen3):
                                         "content": "File created successfully at: /app/hello.txt"}
 
 
-def test_atif_with_token_ids_is_exact(tmp_path):
+def test_atif_with_token_ids_is_exact(realdata, tmp_path):
     traj = json.loads((HARBOR / "terminus_2__hello-world-invalid-json.trajectory.json").read_text())
     traj["schema_version"] = "ATIF-v1.5"
     agent = [s for s in traj["steps"] if s["source"] == "agent"]
@@ -96,7 +91,7 @@ def test_atif_with_token_ids_is_exact(tmp_path):
     assert ro.turns[0].logprobs == [-1.0, -2.0, -3.0]
 
 
-def test_opencode_export_rows_dedupe_newest_batch(tmp_path):
+def test_opencode_export_rows_dedupe_newest_batch(realdata, tmp_path):
     rows = opencode_rows()
     for p in (write_jsonl(rows, tmp_path / "train.jsonl"), write_parquet(rows, tmp_path / "pq" / "train.parquet")):
         src = open_dataset(p)
@@ -185,7 +180,7 @@ def test_unknown_format_names_fields(tmp_path):
         load_source(q)
 
 
-def test_bad_row_names_row_and_field_others_still_readable(tmp_path):
+def test_bad_row_names_row_and_field_others_still_readable(realdata, tmp_path):
     rows = harbor_rows()[:2]
     bad = dict(rows[1], conversations="not a list")
     p = write_jsonl([rows[0], bad, "{broken"], tmp_path / "h.jsonl")
@@ -202,7 +197,7 @@ def test_bad_row_names_row_and_field_others_still_readable(tmp_path):
         src.rollout(9)
 
 
-def test_huge_cells_are_refused_per_row(tmp_path):
+def test_huge_cells_are_refused_per_row(realdata, tmp_path):
     rows = harbor_rows()[:2]
     rows[0] = dict(rows[0], verifier_output="ok")
     rows[1] = dict(rows[1], verifier_output="x" * 3_000_000)
@@ -214,7 +209,7 @@ def test_huge_cells_are_refused_per_row(tmp_path):
         assert src.rollout(0).turns
 
 
-def test_parquet_page_reads_only_what_it_needs(tmp_path):
+def test_parquet_page_reads_only_what_it_needs(realdata, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from viewer.capture.models import repo_root
-from viewer.capture.procs import stop_group
+from viewer.capture.procs import popen, stop_group
 
 __all__ = ["OPENCODE_VERSION", "find_opencode", "opencode_config", "opencode_env", "AgentResult", "run_opencode",
            "DISABLED_TOOLS"]
@@ -132,8 +132,8 @@ def run_opencode(instruction: str, workdir: Path, home: Path, proxy_url: str, mo
     t0 = time.perf_counter()
     status, message = "ok", ""
     with open(log_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = subprocess.Popen(cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                                env=opencode_env(home, cfg_path), start_new_session=True)
+        proc = popen(cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=out, stderr=err,
+                     env=opencode_env(home, cfg_path))
         try:
             try:
                 proc.stdin.write(instruction.encode())  # type: ignore[union-attr]

@@ -23,7 +23,7 @@ from typing import Callable
 import httpx
 
 from viewer.capture.models import MODELS, ensure_model, repo_root
-from viewer.capture.procs import stop_group
+from viewer.capture.procs import popen, stop_group
 
 __all__ = ["BackendError", "LocalVLLM", "Endpoint", "cuda_available", "vllm_python", "free_port", "vllm_command"]
 
@@ -32,6 +32,10 @@ Log = Callable[[str], None]
 
 class BackendError(RuntimeError):
     """The model server could not be started or reached (message says why)."""
+
+
+class CaptureCancelled(Exception):
+    """The user cancelled the capture (any phase); artefacts so far are kept."""
 
 
 def free_port() -> int:
@@ -117,8 +121,7 @@ class LocalVLLM:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log(f"starting vLLM ({'GPU' if gpu else 'CPU'}) on 127.0.0.1:{port}: {model_dir}")
         with open(self.log_path, "ab") as fh:
-            self.proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, stdin=subprocess.DEVNULL)
         self.url = f"http://127.0.0.1:{port}"
         self._wait_healthy()
         return self.url
@@ -128,7 +131,7 @@ class LocalVLLM:
         with httpx.Client(timeout=5, trust_env=False) as c:
             while True:
                 if self.cancel is not None and self.cancel.is_set():
-                    raise BackendError("cancelled while the vLLM server was starting")
+                    raise CaptureCancelled("cancelled while the vLLM server was starting")
                 if self.proc is not None and self.proc.poll() is not None:
                     raise BackendError(f"vLLM exited with code {self.proc.returncode} during start-up: "
                                        f"{tail(self.log_path, 1500)}")

@@ -34,6 +34,8 @@ def add_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--scripted", action="store_true", help="scripted expert: the proxy forces the reference "
                                                           "solution with structured_outputs regexes (bundled tasks)")
+    p.add_argument("--script-command", action="append", default=[], metavar="CMD",
+                   help="with --scripted: a bash command the expert runs before its solution (repeatable)")
     p.add_argument("--out", required=True, help="output folder for the capture artefacts")
     p.add_argument("--agent-timeout", type=float, default=None, help="opencode wall-clock limit, seconds")
     p.add_argument("--test-timeout", type=float, default=None, help="per held-out test limit, seconds")
@@ -58,7 +60,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
         out=a.out, backend=a.backend, model=pick(a.model, settings.capture_model), endpoint=a.endpoint,
         token=os.environ.get("HF_TOKEN", "") if a.backend != "local" else "",
         task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index, n_prompts=a.n_prompts,
-        seed=a.seed, instruction=a.instruction, scripted=a.scripted,
+        seed=a.seed, instruction=a.instruction, scripted=a.scripted, script_commands=list(a.script_command),
         agent_timeout_s=pick(a.agent_timeout, settings.capture_agent_timeout_s),
         test_timeout_s=pick(a.test_timeout, settings.capture_test_timeout_s),
         max_output_tokens=pick(a.max_output_tokens, settings.capture_max_output_tokens), steps=a.steps,
@@ -76,13 +78,22 @@ def _cmd_capture(a: argparse.Namespace, settings: Settings) -> int:
         return 2
     spec = spec_from_args(a, settings)
     import signal
+    import threading
 
-    def _term(signum, frame):  # SIGTERM -> the same clean stop as Ctrl-C (servers and agent stopped)
-        raise KeyboardInterrupt
+    cancel = threading.Event()
+
+    def _term(signum, frame):
+        # local/endpoint: the same clean stop as Ctrl-C (servers and agent stopped, artefacts kept);
+        # hf-jobs: cancel the remote (paid) job through the API, then end as "cancelled"
+        cancel.set()
+        if spec.backend != "hf-jobs":
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _term)
+    if spec.backend == "hf-jobs":
+        signal.signal(signal.SIGINT, _term)
     summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
-                                                          file=sys.stderr, flush=True))
+                                                          file=sys.stderr, flush=True), cancel=cancel)
     if a.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
     else:

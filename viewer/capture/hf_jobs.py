@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -64,9 +65,20 @@ def _stage(info: Any) -> str:
     return str(getattr(stage, "value", stage) or "UNKNOWN").upper()
 
 
+def _follow_logs(api: Any, job_id: str, log: Callable[[str, str], None]) -> None:
+    try:
+        for line in api.fetch_job_logs(job_id=job_id, follow=True):
+            log(str(line).rstrip("\n"), "job-log")
+    except Exception as e:  # the log stream is best effort; the stage poll decides the outcome
+        log(f"log stream ended: {type(e).__name__}: {e}", "job-log")
+
+
 def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, api: Any = None,
                cancel=None, poll_s: float = 5.0, timeout: str = "2h") -> dict[str, Any]:
-    """Launch, follow and collect one hf-jobs capture; returns the summary (also in spec.out)."""
+    """Launch, follow and collect one hf-jobs capture; returns the summary (also in spec.out).
+
+    ``cancel`` (a threading.Event) set at any time cancels the remote job through
+    ``HfApi.cancel_job`` within ``poll_s`` and ends the capture as ``cancelled``."""
     t_start = time.time()
     out = Path(spec.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -109,19 +121,22 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
                              secrets={"HF_TOKEN": token}, labels={"app": "rollout-inspector"})
         job_id = getattr(job, "id", None) or getattr(job, "job_id", None)
         log(f"job {job_id} submitted")
-        for line in api.fetch_job_logs(job_id=job_id, follow=True):
-            log(str(line).rstrip("\n"), "job-log")
+        # Logs are followed on a thread: a job that prints nothing must not make Cancel wait for
+        # its next line. The main loop polls the stage and the cancel event every poll_s.
+        threading.Thread(target=_follow_logs, args=(api, job_id, log), daemon=True,
+                         name=f"hf-job-logs-{job_id}").start()
+        while True:
             if cancel is not None and cancel.is_set():
                 api.cancel_job(job_id=job_id)
+                log(f"job {job_id} cancelled")
                 return finish("cancelled", "cancelled by the user", {"job_id": job_id})
-        while True:
             stage = _stage(api.inspect_job(job_id=job_id))
             if stage in ("COMPLETED", "ERROR", "CANCELED", "DELETED"):
                 break
-            if cancel is not None and cancel.is_set():
-                api.cancel_job(job_id=job_id)
-                return finish("cancelled", "cancelled by the user", {"job_id": job_id})
-            time.sleep(poll_s)
+            if cancel is not None:
+                cancel.wait(poll_s)
+            else:
+                time.sleep(poll_s)
         log(f"job {job_id} ended: {stage}")
         if stage != "COMPLETED":
             return finish("failed", f"job {job_id} ended with stage {stage}", {"job_id": job_id})

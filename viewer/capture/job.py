@@ -18,12 +18,14 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 from viewer.capture import agent as agent_mod
-from viewer.capture.backends import BackendError, Endpoint, LocalVLLM, tail
+from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, LocalVLLM, tail
+from viewer.capture.procs import capture_tag, kill_marked
 from viewer.capture.proxy import ProxyConfig, ProxyServer, Script, read_records
 from viewer.capture.reward import score
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
@@ -60,6 +62,9 @@ class CaptureSpec:
     auto_compaction: bool = False
     vllm_python: str = ""
     opencode_bin: str = ""
+    # scripted mode: bash commands the expert runs before its solution (tests use it to try
+    # what an agent's tools can do, e.g. a command that backgrounds itself)
+    script_commands: list[str] = field(default_factory=list)
     flavor: str = "a100-large"  # hf-jobs
     results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to
 
@@ -67,10 +72,6 @@ class CaptureSpec:
         d = asdict(self)
         d.pop("token", None)
         return d
-
-
-class CaptureCancelled(Exception):
-    pass
 
 
 class CaptureJob:
@@ -93,6 +94,9 @@ class CaptureJob:
         self._records: list[dict[str, Any]] | None = None
         self._failed_phase: str | None = None
         self._lock = threading.Lock()
+        # every process this capture starts carries this tag (procs.popen): the last step of run()
+        # stops whatever is still marked with it, whoever its parent is by then
+        self.tag = f"capture-{uuid.uuid4().hex[:12]}"
 
     # ------------------------------------------------------------------ progress
     def log(self, message: str, phase: str | None = None) -> None:
@@ -139,6 +143,10 @@ class CaptureJob:
         return bundled_task(s.task_index)
 
     def run(self) -> dict[str, Any]:
+        with capture_tag(self.tag):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         s = self.spec
         self.status = "running"
         self.out.mkdir(parents=True, exist_ok=True)
@@ -163,7 +171,7 @@ class CaptureJob:
             if s.scripted:
                 # Qwen3 vocab: spell <tool_call>/</tool_call> piece-wise (the retokenisation case)
                 bias = {"151657": -100.0, "151658": -100.0} if s.model == "tiny-qwen3" else None
-                script = Script(scripted_steps(task, workdir), logit_bias=bias)
+                script = Script(scripted_steps(task, workdir, s.script_commands), logit_bias=bias)
             if s.backend == "local":
                 backend = LocalVLLM(model=s.model, log_path=server_log, python=s.vllm_python,
                                     logprobs_mode=s.logprobs_mode or ("raw_logprobs" if s.scripted else "processed_logprobs"), max_model_len=s.context_tokens + s.max_output_tokens,
@@ -256,6 +264,16 @@ class CaptureJob:
             self.timings["total_s"] = round(time.perf_counter() - t_all, 3)
             if self.summary is not None:
                 self.summary["timings"] = dict(self.timings)
+                try:
+                    (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2, ensure_ascii=False))
+                except OSError:
+                    pass
+            left = kill_marked(self.tag + "/")  # anything the agent's tools detached from their group
+            if left:
+                self.log(f"stopped {len(left)} process(es) the capture had left running")
+            if self.summary is not None:
+                self.summary["complete"] = self.status == "ok"  # partial artefacts say so
+                self.summary["stray_processes_stopped"] = len(left)
                 try:
                     (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2, ensure_ascii=False))
                 except OSError:
@@ -382,11 +400,13 @@ def versions(vllm_python: str = "") -> dict[str, Any]:
     return out
 
 
-def run_capture(spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Run one capture in this thread (CLI); hf-jobs goes through :mod:`viewer.capture.hf_jobs`."""
+def run_capture(spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | None = None,
+                cancel: threading.Event | None = None) -> dict[str, Any]:
+    """Run one hf-jobs capture in this thread (:mod:`viewer.capture.hf_jobs`; ``cancel`` reaches
+    the remote job), or one local/endpoint capture."""
     if spec.backend == "hf-jobs":
         from viewer.capture.hf_jobs import run_remote
 
-        return run_remote(spec, on_event=on_event)
+        return run_remote(spec, on_event=on_event, cancel=cancel)
     return CaptureJob(spec, on_event).run()
 

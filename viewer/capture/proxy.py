@@ -187,9 +187,13 @@ class StreamAssembler:
         self.usage: Any = None
         self.role = "assistant"
         self.done = False
+        self.events = 0  # data: events parsed (0 after a whole body = the answer was not SSE)
+        self.first = b""  # the first bytes seen, for an error message about a non-SSE answer
         self.error: Any = None  # an error object sent inside the stream
 
     def feed(self, chunk: bytes) -> None:
+        if len(self.first) < 60:
+            self.first += chunk[:60 - len(self.first)]
         self.buf += chunk
         while b"\n" in self.buf:
             line, self.buf = self.buf.split(b"\n", 1)
@@ -208,6 +212,7 @@ class StreamAssembler:
             return
         if not isinstance(ev, dict):
             return
+        self.events += 1
         if "error" in ev and "choices" not in ev:
             self.error = ev["error"]
             return
@@ -314,6 +319,16 @@ def _slim_response(resp: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _shape(r: httpx.Response) -> str:
+    """What an upstream answer looked like, for an error message: content type and the first bytes."""
+    ctype = r.headers.get("content-type") or "no content type"
+    try:
+        head = r.content[:60].decode("utf-8", "replace")
+    except httpx.ResponseNotRead:
+        head = ""
+    return f"{ctype}" + (f" ({head!r}…)" if head else "")
+
+
 def _error_obj(content: bytes) -> Any:
     try:
         return json.loads(content)
@@ -401,7 +416,8 @@ def make_app(cfg: ProxyConfig, recorder: Recorder, on_record: Callable[[dict[str
                 resp = r.json()
                 ch = (resp.get("choices") or [{}])[0]
             except (ValueError, AttributeError, IndexError):
-                emit(fail(r.status_code, _error_obj(r.content), "upstream answer is not a chat.completion"))
+                emit(fail(r.status_code, _error_obj(r.content),
+                          f"upstream answered HTTP {r.status_code} with {_shape(r)}, not a chat.completion JSON"))
                 return Response(r.content, r.status_code, media_type=r.headers.get("content-type"))
             entries = ((ch.get("logprobs") or {}).get("content")) or []
             emit(build_record(turn, kind, fwd, _slim_response(resp), resp.get("prompt_token_ids"), ch.get("token_ids"),
@@ -441,7 +457,10 @@ def make_app(cfg: ProxyConfig, recorder: Recorder, on_record: Callable[[dict[str
                 rec = build_record(turn, kind, fwd, resp, asm.prompt_token_ids, asm.token_ids, asm.logprobs,
                                    asm.finish_reason, started, t0)
                 if cut is None and not asm.done:
-                    cut = "stream cut: upstream closed the stream before [DONE]"
+                    cut = ("stream cut: upstream closed the stream before [DONE]" if asm.events else
+                           f"upstream answered HTTP {up.status_code} with "
+                           f"{up.headers.get('content-type') or 'no content type'} "
+                           f"({asm.first.decode('utf-8', 'replace')!r}…), not an SSE stream (no data: events)")
                 if asm.error is not None:
                     rec["upstream_error"] = asm.error
                     rec["error"] = "upstream error inside the stream"

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from viewer.capture.procs import stop_group
+from viewer.capture.procs import popen, stop_group
 
 __all__ = ["score", "normalise"]
 
@@ -23,8 +23,8 @@ def normalise(text: str) -> str:
 
 def _run(workdir: Path, stdin: str, timeout_s: float, python: str) -> dict[str, Any]:
     t0 = time.perf_counter()
-    proc = subprocess.Popen([python, "solution.py"], cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True, text=True)
+    proc = popen([python, "solution.py"], cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                 stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(stdin, timeout=timeout_s)
         return {"exit_code": proc.returncode, "stdout": out[-2000:], "stderr": err[-2000:], "timed_out": False,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+import time
 from typing import Any
 
 from viewer.capture.job import CaptureJob, CaptureSpec, run_capture
@@ -36,7 +37,7 @@ class _RemoteJob:
         import time
 
         try:
-            self.summary = run_capture(self.spec, on_event=self.events.append)
+            self.summary = run_capture(self.spec, on_event=self.events.append, cancel=self.cancel_event)
             self.status = self.summary.get("status", "failed")
             self.error = self.summary.get("error")
         except Exception as e:
@@ -61,8 +62,10 @@ class CaptureRunner:
         self.jobs: dict[str, Any] = {}
         self.threads: dict[str, threading.Thread] = {}
         self.active: str | None = None
+        self.owners: dict[str, str] = {}
 
-    def start(self, spec: CaptureSpec) -> str:
+    def start(self, spec: CaptureSpec, owner: str = "") -> str:
+        """Start ``spec`` in the background; ``owner`` (a browser session) is the only one who may cancel it."""
         with self._lock:
             if self.active is not None and self.threads[self.active].is_alive():
                 raise CaptureBusy(f"a capture is already running (job {self.active}); wait for it or cancel it")
@@ -70,6 +73,7 @@ class CaptureRunner:
             job = _RemoteJob(spec) if spec.backend == "hf-jobs" else CaptureJob(spec)
             t = threading.Thread(target=job.run, name=f"capture-{job_id}", daemon=True)
             self.jobs[job_id], self.threads[job_id], self.active = job, t, job_id
+            self.owners[job_id] = owner
             t.start()
             return job_id
 
@@ -84,9 +88,12 @@ class CaptureRunner:
         t = self.threads.get(job_id or "")
         return bool(t and t.is_alive())
 
-    def cancel(self, job_id: str | None) -> bool:
+    def cancel(self, job_id: str | None, owner: str | None = None) -> bool:
+        """Cancel ``job_id``; with ``owner`` given, only when that session started it."""
         job = self.get(job_id)
         if job is None:
+            return False
+        if owner is not None and self.owners.get(job_id or "", "") != owner:
             return False
         job.cancel()
         return True
@@ -96,5 +103,34 @@ class CaptureRunner:
         if t is not None:
             t.join(timeout)
 
+    def shutdown(self, timeout: float = 60.0) -> list[str]:
+        """Cancel every running capture and wait for each to stop its processes and write its
+        (incomplete) artefacts; the job ids that were running. Called when the app exits."""
+        with self._lock:
+            live = [j for j, t in self.threads.items() if t.is_alive()]
+        for j in live:
+            self.jobs[j].cancel()
+        deadline = time.monotonic() + timeout
+        for j in live:
+            self.threads[j].join(max(0.0, deadline - time.monotonic()))
+        return live
+
 
 RUNNER = CaptureRunner()
+
+
+def install_shutdown_handlers(runner: CaptureRunner | None = None) -> None:
+    """On SIGTERM / SIGINT (main thread only) and at exit: cancel running captures and wait
+    for them, so stopping the app never leaves a vLLM server or an agent behind."""
+    import atexit
+    import signal
+
+    r = runner or RUNNER
+    atexit.register(r.shutdown)
+
+    def _stop(signum, frame):
+        r.shutdown()
+        raise KeyboardInterrupt  # gradio's launch loop closes the server on it
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop)

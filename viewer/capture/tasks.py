@@ -140,14 +140,16 @@ def _tool_call(name: str, args: dict[str, Any]) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
-def scripted_steps(task: Task, workdir: Path) -> list[str]:
-    """The scripted expert's outputs: write the reference solution, run example 1, answer."""
+def scripted_steps(task: Task, workdir: Path, commands: list[str] | None = None) -> list[str]:
+    """The scripted expert's outputs: run ``commands`` (bash), write the reference solution,
+    run example 1, answer."""
     if not task.solution:
         raise ValueError(f"task {task.task_id} has no reference solution: scripted mode needs a bundled task")
     path = str(Path(workdir) / "solution.py")
     ex = task.visible_tests[0] if task.visible_tests else {"input": "", "output": ""}
     cmd = f"printf '{ex['input']}' | python3 solution.py".replace("\n", "\\n")
     return [
+        *(_tool_call("bash", {"command": c}) for c in (commands or [])),
         _tool_call("write", {"content": task.solution, "filePath": path}),
         _tool_call("bash", {"command": cmd}),
         f"solution.py is written and prints {ex['output'].strip()} on example 1, as expected.",

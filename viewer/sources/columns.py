@@ -57,14 +57,24 @@ def check_ids(value: Any) -> Checked[int]:
     return Checked(value)  # unreachable
 
 
+def _is_logprob(x: float) -> bool:
+    """A log-probability: ≤ 0 up to rounding, or -inf (probability 0); never NaN or +inf."""
+    return x == x and x < 1e-3
+
+
 def check_logprobs(value: Any) -> Checked[float | None]:
     """Logprobs: numbers (floats/ints). Non-numbers become None (position kept)."""
     if value is None:
         return Checked(None)
     if not isinstance(value, list):
         return Checked(None, f"expected a list of logprobs, got {type(value).__name__}")
-    if not value or set(map(type, value)) <= _NUM:
+    if not value or (set(map(type, value)) <= _NUM and all(_is_logprob(x) for x in value)):
         return Checked(value)
+    if set(map(type, value)) <= _NUM:  # NaN / +Infinity (JSON allows them in Python): not a probability
+        bad = [i for i, x in enumerate(value) if not _is_logprob(x)]
+        return Checked([x if _is_logprob(x) else None for x in value],
+                       f"{len(bad)} logprob(s) are not finite log-probabilities (first: entry {bad[0]} = "
+                       f"{value[bad[0]]}); shown as missing")
     bad = [i for i, x in enumerate(value) if type(x) not in _NUM]
     cleaned = [x if type(x) in _NUM else None for x in value]
     first = bad[0]

@@ -138,7 +138,10 @@ class RowDataset:
             import pyarrow.parquet as pq
 
             self._say(f"reading the parquet footer of {f.name}")
-            pf = pq.ParquetFile(self._open(f), pre_buffer=True)
+            try:
+                pf = pq.ParquetFile(self._open(f), pre_buffer=True)
+            except (OSError, ValueError) as e:  # pyarrow.ArrowInvalid is a ValueError
+                raise RowReadError(f.name, f"not a readable parquet file: {e}") from None
             md = pf.metadata
             f.row_groups = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
             f.num_rows = md.num_rows
@@ -314,7 +317,10 @@ class RowDataset:
             table = self._group_cache[1] if self._group_cache and self._group_cache[0] == key else None
             if table is None:
                 self._say(f"reading row group {g} of {f.name} (rows {starts[g]}..{starts[g] + (f.row_groups or [0])[g] - 1})")
-                table = pf.read_row_group(g, columns=cols, use_threads=False)
+                try:
+                    table = pf.read_row_group(g, columns=cols, use_threads=False)
+                except (OSError, ValueError) as e:
+                    raise RowReadError(f"{f.name} row group {g}", f"corrupt parquet data: {e}") from None
                 self._group_cache = (key, table)  # one row group kept: the next row is often in it
             for r, k in items:
                 yield r, self._parquet_cell_check(r, f, table.slice(k, 1))

@@ -78,6 +78,10 @@ def intake_upload(path: str | Path, dest: str | Path, settings: Settings | None 
         raise UploadRefused(f"{src.name}: upload is {size / 1048576:.1f} MB, over the "
                             f"{settings.max_upload_mb} MB limit (max_upload_mb / VIEWER_MAX_UPLOAD_MB)")
     if not zipfile.is_zipfile(src):
+        with open(src, "rb") as fh:
+            if fh.read(4) == b"PK\x03\x04":  # a zip's first entry header, but no readable directory
+                raise UploadRefused(f"{src.name}: a zip archive that is truncated or corrupt (its central "
+                                    "directory is missing); nothing was extracted — upload it again")
         name = _safe_name(src.name) or "upload.json"
         target = dest / name
         shutil.copyfile(src, target)

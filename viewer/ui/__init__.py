@@ -86,10 +86,13 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             focus = _parse_range(q.get("tok"))
             mode = q.get("mode", "mask")
             row = int(q["row"]) if str(q.get("row", "")).isdigit() else None
+            bad = [f"{k}={q[k]!r}" for k, ok in (("turn", index is not None), ("tok", focus is not None),
+                                                  ("row", row is not None)) if q.get(k) and not ok]
+            note = (f"Ignored {', '.join(bad)} in the link: not a number (tok: N or N-M).") if bad else ""
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
-            return b.open_fn(spec, index, focus, mode, row)
+            return b.open_fn(spec, index, focus, mode, row, note)
 
         demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden")
     demo.queue(default_concurrency_limit=4)

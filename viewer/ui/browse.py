@@ -146,6 +146,18 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     def open_values(op: Opened, index: int | None = None, focus=None, mode: str = "mask", note: str = "") -> list:
         r = op.rollout
         idx = index if index is not None and any(t.index == index for t in r.turns) else _default_turn(op)
+        notes = [note] if note else []
+        if index is not None and idx != index:  # a deep link asked for a turn this rollout lacks
+            have = f"turns {r.turns[0].index}–{r.turns[-1].index}" if r.turns else "no turns"
+            notes.append(f"Turn {index} is not in this rollout ({have}); showing turn {idx}.")
+        if focus is not None and idx is not None:
+            t = r.turn(idx)
+            n = len(t.prompt_ids) + len(t.output_ids)
+            if focus[0] >= n:
+                notes.append(f"Tokens {focus[0]}–{focus[1]} are past the end of turn {idx} ({n:,} tokens); "
+                             "nothing selected.")
+                focus = None
+        note = " ".join(notes)
         tools = sorted({n for t in r.turns for n in t.tool_names})
         status_html = render.notice_html(note) if note else ""
         return [op.key, render.rollout_header(r, op.choice.message), status_html, turn_table(r, low=settings.low_logprob),
@@ -255,7 +267,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private")
 
-    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None):
+    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = ""):
         """Open ``sample:NAME``, a path inside the data root, or row ``row`` of a dataset
         (``hf://...`` or a data file in the data root): what ?source=...&row=... asks for."""
         if row is not None or spec.startswith("hf://"):
@@ -270,19 +282,22 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             except Exception as e:
                 return failure(f"Could not open {spec} row {row}: {type(e).__name__}: {e}")
             capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
-            op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "")
-            op.link = urlencode({"source": spec, "row": int(row or 0)})
-            return open_values(op, index, focus, mode)
+            n = int(row or 0)
+            op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "",
+                           link=urlencode({"source": spec, "row": n}),
+                           reload=lambda: (lambda s: s.rollout() if s.is_capture else s.rollout(n))(
+                               open_dataset(target, settings)))
+            return open_values(op, index, focus, mode, note)
         if spec.startswith("sample:"):
             name = spec.split(":", 1)[1]
             if name not in list_samples():
                 return failure(f"No bundled sample named {name!r}.")
-            return open_path(SAMPLE_DIR / name, index=index, focus=focus, mode=mode)
+            return open_path(SAMPLE_DIR / name, index=index, focus=focus, mode=mode, note=note)
         try:
             p = resolve_user_path(spec, settings)
         except ValueError as e:
             return failure(str(e))
-        return open_path(p, index=index, focus=focus, mode=mode)
+        return open_path(p, index=index, focus=focus, mode=mode, note=note)
 
     def show(op: Opened, index=None, note: str = "") -> list:
         return open_values(op, index, note=note)

@@ -58,7 +58,12 @@ def build(settings: Settings, store, browse) -> None:
         progress = gr.HTML(progress_html(None, None), elem_id="capture-progress")
     timer = gr.Timer(1.0, active=False)
 
-    def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v):
+    def _owner(request: gr.Request | None) -> str:
+        # the browser session that started a capture (a ?job= link lets others watch, not cancel)
+        return getattr(request, "session_hash", None) or ""
+
+    def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+                 request: gr.Request):
         import os
 
         from ..capture.job import CaptureSpec
@@ -76,7 +81,7 @@ def build(settings: Settings, store, browse) -> None:
                            vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
                            flavor=settings.capture_hf_flavor, results_repo=repo_v or "")
         try:
-            job_id = RUNNER.start(spec)
+            job_id = RUNNER.start(spec, owner=_owner(request))
         except CaptureBusy as e:
             return gr.skip(), render.notice_html(str(e), "error"), gr.Timer(active=True)
         return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
@@ -98,9 +103,13 @@ def build(settings: Settings, store, browse) -> None:
                 html += render.notice_html(f"capture finished but could not be opened: {e}", "error")
         return [html, gr.Timer(active=False)] + skip
 
-    def on_cancel(job_id):
-        if not RUNNER.cancel(job_id):
+    def on_cancel(job_id, request: gr.Request):
+        if RUNNER.get(job_id) is None:
             return render.notice_html("No capture to cancel.")
+        if not RUNNER.cancel(job_id, owner=_owner(request)):
+            return (render.notice_html("This capture was started in another browser session: only that session "
+                                       "can cancel it (you can watch it here).", "error")
+                    + progress_html(RUNNER.snapshot(job_id), job_id))
         return progress_html(RUNNER.snapshot(job_id), job_id)
 
     def on_load(request: gr.Request):

@@ -168,9 +168,10 @@ def build(settings: Settings, store, browse) -> None:
         except Exception as e:
             return skip + [render.notice_html(f"Could not open row {row}: {type(e).__name__}: {e}", "error")]
         capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
-        op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "")
-        if not src.is_capture:
-            op.link = dataset_link(src.label, int(row), settings)
+        n = int(row)
+        op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "",
+                       link=dataset_link(src.label, n, settings) if not src.is_capture else "",
+                       reload=lambda: src.rollout(n))
         view = ro.meta.get("token_view", "exact" if src.is_capture else "")
         label = {"derived": "derived token view (re-rendered through a chat template; mask: assistant tokens "
                             "trainable)", "exact": "exact ids from the source", "mixed": "exact ids where the row "

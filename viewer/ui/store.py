@@ -2,13 +2,19 @@
 
 Gradio hashes State values around every event, so the (possibly huge) Rollout lives
 here and the browser session only holds its key. No gradio import: plain Python.
+
+The cache is small and shared by every visitor, so one session's rollout can be evicted
+by another's. Each key also keeps a tiny *recipe* (how it was opened); :meth:`get` of an
+evicted key re-opens it from the recipe under the same key, so a session never silently
+loses its rollout.
 """
 from __future__ import annotations
 
 import hashlib
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..config import Settings
@@ -33,7 +39,18 @@ class RolloutStore:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._items: OrderedDict[str, Opened] = OrderedDict()
+        self._recipes: OrderedDict[str, Callable[[], Opened]] = OrderedDict()
         self._lock = threading.Lock()
+        self.reloads = 0  # evicted rollouts opened again on demand (tests and logs read it)
+
+    _RECIPES = 4096  # closures of a path / a row number: bytes each, never rollouts
+
+    def _recipe(self, key: str, make: Callable[[], Opened]) -> None:
+        with self._lock:
+            self._recipes[key] = make
+            self._recipes.move_to_end(key)
+            while len(self._recipes) > self._RECIPES:
+                self._recipes.popitem(last=False)
 
     def _remember(self, item: Opened) -> Opened:
         with self._lock:
@@ -61,6 +78,7 @@ class RolloutStore:
             return hit
         rollout = load_source(path, self.settings)
         capture_dir = path if path.is_dir() else path.parent
+        self._recipe(key, lambda: self.open(path, tokenizer_override))
         return self._remember(self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override))
 
     def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
@@ -70,14 +88,33 @@ class RolloutStore:
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
         return Opened(key, rollout, path, choice, table)
 
-    def put(self, rollout: Rollout, capture_dir: Path | None = None, tokenizer_override: str = "") -> Opened:
-        """Cache a rollout that did not come from a path (a dataset row, a live capture)."""
+    def put(self, rollout: Rollout, capture_dir: Path | None = None, tokenizer_override: str = "",
+            reload: Callable[[], Rollout] | None = None, link: str = "") -> Opened:
+        """Cache a rollout that did not come from a path (a dataset row, a live capture).
+        ``reload`` reads it again (e.g. the same dataset row) if the cache evicts it;
+        ``link`` is the query string that reopens it."""
         key = hashlib.sha1(f"{rollout.source}|{id(rollout)}|{tokenizer_override}".encode()).hexdigest()[:16]
         path = Path(capture_dir) if capture_dir else Path(rollout.source)
-        return self._remember(self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override))
+        if reload is not None:
+            self._recipe(key, lambda: replace(self._with_tokenizer(key, reload(), path, capture_dir,
+                                                                   tokenizer_override), link=link))
+        op = self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override)
+        op.link = link
+        return self._remember(op)
 
     def get(self, key: str | None) -> Opened | None:
+        """The rollout opened under ``key``; re-opened from its recipe if the cache evicted it;
+        None when the key is unknown or its source can no longer be read."""
         if not key:
             return None
         with self._lock:
-            return self._items.get(key)
+            hit = self._items.get(key)
+            make = self._recipes.get(key) if hit is None else None
+        if hit is not None or make is None:
+            return hit
+        try:
+            op = make()
+        except Exception:  # the file is gone or unreadable now: the caller says so
+            return None
+        self.reloads += 1
+        return self._remember(replace(op, key=key))
