@@ -1,4 +1,5 @@
 """The app through its HTTP API (gradio_client on a launched server), as a script would use it."""
+import html
 import json
 
 import pytest
@@ -67,15 +68,24 @@ def test_truncated_upload_reports_problem_and_shows_the_rest(client, tmp_path):
     assert client_sample.exists()
 
 
-@pytest.mark.parametrize("bad", [b"", b"{not json", b"[1, 2, 3]", b'{"x": 1}'])
-def test_garbage_upload_gives_clear_message(client, tmp_path, bad):
+NOT_RECORDS = ("trace.json: not proxy trace records: no record has any of request, response, completion_tokens, "
+               "completion_token_ids, logprobs, per_token_logps, prompt_token_ids, loss_mask; format not recognised")
+
+
+@pytest.mark.parametrize("bad,want", [
+    (b"", "<td>trace.json</td><td></td><td>file is empty</td>"),  # a warning row in the Problems table
+    (b"{not json", "trace.json: line 1, column 2: invalid JSON: Expecting property name enclosed in double quotes"),
+    (b"[1, 2, 3]", NOT_RECORDS),
+    (b'{"x": 1}', NOT_RECORDS),
+])
+def test_garbage_upload_gives_clear_message(client, tmp_path, bad, want):
     from gradio_client import handle_file
 
     f = tmp_path / "trace.json"
     f.write_bytes(bad)
     out = _outputs(client.predict([handle_file(str(f))], "", api_name="/open_upload"))
     text = "".join(v for k, v in out.items() if k in ("status", "problems", "header") and isinstance(v, str))
-    assert "trace.json" in text
+    assert want in text or html.escape(want, quote=False) in text or html.escape(want) in text, text[:600]
 
 
 def test_ids_outside_vocab_are_shown_hatched_and_explained(client, tmp_path):

@@ -42,9 +42,7 @@ def test_reward_tests_timing_out_are_killed(tmp_path):
     before = set(descendants())
     # a solution that forks a sleeper and hangs: the whole group must go
     (tmp_path / "solution.py").write_text("import subprocess, time\nsubprocess.Popen(['sleep', '300'])\ntime.sleep(300)\n")
-    t0 = time.perf_counter()
     r = score(tmp_path, [{"input": "", "output": "x"}] * 2, timeout_s=1.0)
-    assert time.perf_counter() - t0 < 10
     assert r["timed_out"] == 2 and r["reward"] == 0.0 and "timed out" in r["status"]
     time.sleep(0.2)
     assert set(descendants()) <= before
@@ -114,7 +112,9 @@ def test_hf_jobs_launch_follow_collect(tmp_path):
     log = "\n".join(e["message"] for e in events)
     assert "hf_SECRET123" not in log and "token is ***" in log
     out = tmp_path / "out"
-    assert (out / "trace.json").exists() and (out / "turns.json").exists()
+    # the artefacts the job pushed are the ones collected, byte for byte
+    for name in ("trace.json", "turns.json", "task.json"):
+        assert (out / name).read_bytes() == (SAMPLE / name).read_bytes(), name
     assert "hf_SECRET123" not in "".join(p.read_text() for p in out.iterdir())
 
 

@@ -7,7 +7,6 @@ import math
 import pytest
 
 from viewer.plots import (
-    GL_THRESHOLD,
     MAX_POINTS,
     MAX_SHADED_RUNS,
     NO_LOGPROBS,
@@ -116,14 +115,13 @@ def test_hover_falls_back_to_recorded_bytes():
     assert texts[1].startswith("␣b") and texts[2].startswith("\\xf0\\x9f")
 
 
-def test_many_points_use_webgl():
-    n = min(GL_THRESHOLD + 1000, MAX_POINTS)
-    if n <= GL_THRESHOLD:  # windowing starts before WebGL would: every per-token plot is SVG
-        assert MAX_POINTS <= GL_THRESHOLD
-        return
+def test_the_largest_per_token_plot_stays_svg():
+    """MAX_POINTS tokens (the most drawn one per token) make one SVG trace set, no WebGL."""
+    n = MAX_POINTS
     t = Turn(index=0, call=0, output_ids=[5] * n, logprobs=[-0.5 - (i % 7) for i in range(n)], mask=[1] * n)
     fig = logprob_figure(t)
-    assert {tr.type for tr in fig.data} == {"scattergl"}
+    assert {tr.type for tr in fig.data} == {"scatter"}
+    assert sum(len(tr.x) for tr in fig.data if tr.name != "low (< -2.5)") == n
 
 
 def test_long_turns_plot_window_minima_that_point_at_real_tokens():

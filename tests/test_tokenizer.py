@@ -195,20 +195,13 @@ def test_table_is_cached_per_tokenizer(qwen3, table):
     assert token_table(qwen3) is table
 
 
-def test_table_build_and_lookup_speed(qwen3, table):
-    t0 = time.perf_counter()
-    fresh = TokenTable.from_tokenizer(qwen3)
-    build = time.perf_counter() - t0
+def test_table_lookup_of_many_ids(qwen3, table):
+    """50,000 scattered ids: one text, one special flag each, none out of vocabulary (speed: bench/bench_tokenizer.py)."""
     ids = [(i * 7919) % 151_669 for i in range(50_000)]
-    t0 = time.perf_counter()
-    texts = fresh.texts(ids)
-    special = fresh.special(ids)
-    oov = fresh.out_of_vocab(ids)
-    lookup = time.perf_counter() - t0
-    assert len(texts) == len(special) == 50_000 and oov == []
-    # Targets are < 1 s and a few ms on an idle 2-core machine; bounds leave room for load.
-    assert build < 3.0, build
-    assert lookup < 0.25, lookup
+    texts, special = table.texts(ids), table.special(ids)
+    assert len(texts) == len(special) == 50_000 and table.out_of_vocab(ids) == []
+    # Qwen3's added tokens are exactly the ids from 151,643 (<|endoftext|>) up
+    assert special == [i >= 151_643 for i in ids] and any(special)
 
 
 def test_non_byte_level_vocab():

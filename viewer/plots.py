@@ -24,12 +24,11 @@ import plotly.graph_objects as go
 from .rollout import Rollout, Turn
 from .tokenizer import texts_from_output_bytes, visible
 
-__all__ = ["GL_THRESHOLD", "MAX_POINTS", "NO_LOGPROBS", "MAX_SHADED_RUNS", "histogram_figure", "logprob_figure",
+__all__ = ["MAX_POINTS", "NO_LOGPROBS", "MAX_SHADED_RUNS", "histogram_figure", "logprob_figure",
            "trained_runs", "turns_figure", "turn_mask"]
 
 TEXT_LIMIT = 20000  # points above which hover labels are left out
 MAX_POINTS = 4000  # above this many tokens the plot shows windows (min + mean), not every token
-GL_THRESHOLD = 5000  # points above which go.Scattergl replaces go.Scatter
 MAX_SHADED_RUNS = 400  # trained runs drawn as shapes; beyond this the shading is left out
 NO_LOGPROBS = "no logprobs recorded"
 
@@ -123,7 +122,8 @@ def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float 
     * positions without a finite logprob are left out;
     * ``token_texts`` (one per output position) label the hover; without them the bytes
       the server recorded (``turn.output_bytes``) are used, else ``id N``;
-    * ``go.Scattergl`` above :data:`GL_THRESHOLD` points, ``go.Scatter`` below.
+    * always SVG ``go.Scatter``: above :data:`MAX_POINTS` tokens the plot shows windows,
+      so no per-token plot is large enough to need WebGL.
     """
     n = max(len(turn.output_ids), len(turn.logprobs))
     lps = np.full(n, np.nan, dtype=np.float64)
@@ -153,7 +153,7 @@ def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float 
     # the token, and the token view shows everything about it.
     with_text = int(finite.sum()) <= TEXT_LIMIT
     template = where + ("<br>%{text}" if with_text else "") + "<br>logprob %{y:.4f}<extra>%{fullData.name}</extra>"
-    scatter = go.Scattergl if int(finite.sum()) > GL_THRESHOLD else go.Scatter
+    scatter = go.Scatter
     fig = go.Figure()
 
     def add(name: str, sel: np.ndarray, marker: dict) -> None:
