@@ -11,13 +11,16 @@ PY=${PYTHON:-python3}
 need_apt=()
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
 command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)
+# the agent's sandbox (viewer/capture/sandbox.py): namespaces + the proxy forwarded into them
+command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+command -v socat >/dev/null 2>&1 || need_apt+=(socat)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: apt-get install ${need_apt[*]}"
     apt-get update -qq >/dev/null
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "setup: warning: cannot install ${need_apt[*]} (need root + apt-get); browser tests will be skipped" >&2
+    echo "setup: warning: cannot install ${need_apt[*]} (need root + apt-get); the tests that need them fail under CI" >&2
   fi
 fi
 

@@ -306,7 +306,7 @@ def test_agent_command_that_backgrounds_itself_is_stopped(vllm, tmp_path):
     assert seen, "the agent never started the backgrounded sleep"
     for pid, (mark, sid) in seen.items():
         assert mark is not None and mark.startswith(job.tag + "/"), mark  # inherited the capture's marker
-        assert sid == pid  # setsid: its own session, outside opencode's process group
+        assert sid != os.getsid(0)  # setsid: a session of its own, not the capture's
         assert not os.path.exists(f"/proc/{pid}") or "sleep 600" not in _cmdline(pid)  # and it is gone
     assert s["complete"] is True and stray(job.tag) == {} and stray() == {}
 
@@ -439,4 +439,84 @@ def test_capture_tab_runs_a_capture_and_opens_it(vllm, page, app_url):
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('capture-')",
                            timeout=600000)
     text = progress.text_content()
-    assert text.startswith("ok · phase done") and "reward 1.0 (6/6 held-out tests)" in text, text[:400]
+    assert text.strip().startswith("ok · phase done") and "reward 1.0 (6/6 held-out tests)" in text, text[:400]
+
+
+def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_path, monkeypatch):
+    """The agent's bash tries to read the app's environment, a file planted outside its work
+    folder, and a loopback service that is not the proxy: each fails inside the sandbox, the
+    capture still completes (reward 1.0, every call recorded), and the secret is nowhere in the
+    artefacts."""
+    import http.server
+    import threading
+
+    from viewer.capture.job import CaptureJob, CaptureSpec
+    from viewer.capture.sandbox import unavailable
+
+    why = unavailable()
+    if why:
+        need("the agent sandbox (bubblewrap + socat, scripts/setup.sh)", why)
+    secret = "RI-SECRET-" + os.urandom(8).hex()
+    monkeypatch.setenv("HF_TOKEN", secret)  # the app's own environment holds a token
+    planted = tmp_path / "outside" / "secret.txt"
+    planted.parent.mkdir()
+    planted.write_text(secret)
+
+    class Leak(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(secret.encode())
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Leak)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    port = srv.server_address[1]
+    cmds = [f"cat /proc/{os.getpid()}/environ", "env", f"cat {planted}",
+            f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/').read())\"",
+            f"ls {REPO}"]
+    out = tmp_path / "c"
+    job = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
+                                 scripted=True, script_commands=cmds, agent_timeout_s=300, require_sandbox=True,
+                                 steps=16))
+    try:
+        s = job.run()
+    finally:
+        srv.shutdown()
+    assert s["status"] == "ok" and s["reward"] == 1.0, (s.get("error"), s.get("agent"))
+    assert s["sandbox"]["used"] is True and s["calls"] >= len(cmds) + 3  # every call recorded
+    # what the agent saw comes back in the next prompts' tool results: each attempt failed
+    last = json.loads((out / "trace.json").read_text())[-1]["request"]["messages"]
+    results = "\n".join(str(m.get("content")) for m in last if m.get("role") == "tool")
+    assert f"/proc/{os.getpid()}/environ: No such file or directory" in results
+    assert f"{planted}: No such file or directory" in results
+    assert "Connection refused" in results or "URLError" in results
+    assert f"{REPO}: No such file or directory" in results
+    for f in out.rglob("*"):
+        if f.is_file():
+            assert secret.encode() not in f.read_bytes(), f
+    assert stray(job.tag) == {}
+
+
+def test_tokens_never_reach_artefacts_logs_or_errors(vllm, tmp_path, monkeypatch):
+    """A token in the environment (HF_TOKEN) and one typed into the spec (the UI's field) appear
+    in no artefact, progress event or error, also when an error message would quote one."""
+    from capture_helpers import free_port
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    env_secret, typed = "hf_ENV" + os.urandom(8).hex(), "hf_TYPED" + os.urandom(8).hex()
+    monkeypatch.setenv("HF_TOKEN", env_secret)
+    ok = CaptureJob(CaptureSpec(out=str(tmp_path / "ok"), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
+                                token=typed, scripted=True))
+    s = ok.run()
+    assert s["status"] == "ok" and s["reward"] == 1.0
+    bad = CaptureJob(CaptureSpec(out=str(tmp_path / "bad"), backend="endpoint", model="m", token=typed,
+                                 endpoint=f"http://127.0.0.1:{free_port()}/{typed}/{env_secret}"))
+    s2 = bad.run()
+    assert s2["status"] == "failed" and "***" in s2["error"]  # the URL was quoted, the tokens were not
+    texts = [json.dumps(j.events) for j in (ok, bad)] + [json.dumps(s), json.dumps(s2)]
+    texts += [f.read_text(errors="replace") for d in ("ok", "bad") for f in (tmp_path / d).rglob("*") if f.is_file()]
+    for t in texts:
+        assert typed not in t and env_secret not in t

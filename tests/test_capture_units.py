@@ -135,39 +135,60 @@ def test_hf_jobs_needs_repo_and_token(tmp_path, monkeypatch):
     assert "token" in run_remote(_spec(tmp_path, token=""), api=FakeJobs(""))["error"]
 
 
-def test_runner_one_capture_at_a_time(tmp_path, monkeypatch):
+def test_runner_queue_one_per_visitor_and_wall_limit(tmp_path, monkeypatch):
+    """One capture runs at a time; the next visitor waits with a queue position; a visitor has
+    at most one capture live; the wall-clock limit cancels a long one as ``timeout``."""
     import threading
 
     from viewer.capture import runner as rmod
 
-    gate = threading.Event()
+    gates: dict[str, threading.Event] = {}
 
     class SlowJob:
         def __init__(self, spec, on_event=None):
-            self.spec = spec
+            self.spec, self.cancel_event, self.status = spec, threading.Event(), "queued"
+            gates[spec.out] = self.cancel_event
 
         def run(self):
-            gate.wait(10)
+            self.status = "running"
+            self.cancel_event.wait(10)
+            self.status = getattr(self, "why", "ok")
             return {}
 
-        def cancel(self):
-            gate.set()
+        def cancel(self, reason="cancelled by the user", status="cancelled"):
+            self.why = status
+            self.cancel_event.set()
+
+        def mark_cancelled_before_start(self):
+            self.status = "cancelled"
 
         def snapshot(self):
-            return {"status": "running"}
+            return {"status": self.status, "phase": "agent"}
 
     monkeypatch.setattr(rmod, "CaptureJob", SlowJob)
     r = rmod.CaptureRunner()
-    a = r.start(_spec(tmp_path, backend="local"))
-    with pytest.raises(rmod.CaptureBusy):
-        r.start(_spec(tmp_path, backend="local"))
-    assert r.running(a) and r.cancel(a)
+    a = r.start(_spec(tmp_path, backend="local", out=str(tmp_path / "a")), owner="alice")
+    with pytest.raises(rmod.CaptureBusy, match="already running for you"):
+        r.start(_spec(tmp_path, backend="local", out=str(tmp_path / "a2")), owner="alice")
+    b = r.start(_spec(tmp_path, backend="local", out=str(tmp_path / "b")), owner="bob")
+    c = r.start(_spec(tmp_path, backend="local", out=str(tmp_path / "c")), owner="carol")
+    assert len(a) == 32 and r.position(a) == 0 and r.position(b) == 1 and r.position(c) == 2
+    snap = r.snapshot(c)
+    assert snap["status"] == "queued" and snap["position"] == 2 and "position 2" in snap["phase"]
+    assert r.cancel(c, owner="carol") and r.position(c) == 0 and r.snapshot(c)["status"] == "cancelled"
+    assert r.cancel(a, owner="bob") is False  # not bob's
+    assert r.cancel(a, owner="alice")
     r.wait(a, 5)
-    assert not r.running(a)
-    b = r.start(_spec(tmp_path, backend="local"))
-    gate.set()
+    for _ in range(100):  # b starts when a ends
+        if r.position(b) == 0 and r.snapshot(b)["status"] == "running":
+            break
+        threading.Event().wait(0.02)
+    assert r.snapshot(b)["status"] == "running"
+    r.cancel(b)
     r.wait(b, 5)
-
+    d = r.start(_spec(tmp_path, backend="local", out=str(tmp_path / "d")), owner="dave", max_wall_s=0.2)
+    r.wait(d, 5)
+    assert r.snapshot(d)["status"] == "timeout"
 
 def test_cli_capture_usage_errors(capsys):
     from viewer.cli import main

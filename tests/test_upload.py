@@ -108,3 +108,21 @@ def test_not_a_zip_with_zip_suffix_is_treated_as_a_file(tmp_path):
     p.write_bytes(io.BytesIO(b"PK not really").getvalue())
     out = intake_upload(p, tmp_path / "dest")
     assert out.root.name == "x.zip" and out.root.read_bytes() == b"PK not really"
+
+
+def test_uploads_and_public_captures_are_not_reachable_by_typed_path(tmp_path, monkeypatch):
+    """A visitor cannot open another visitor's upload (its temporary folder) by guessing a path,
+    nor, on a public app, a capture folder outside its owner's job link."""
+    root = tmp_path / "root"
+    up = root / "ri-upload-abc123"
+    up.mkdir(parents=True)
+    (up / "trace.json").write_text("[]")
+    cap = root / "captures" / "capture-1"
+    cap.mkdir(parents=True)
+    s = Settings(data_root=str(root), capture_out_root=str(root / "captures"))
+    with pytest.raises(ValueError, match="only visible to the session that uploaded it"):
+        resolve_user_path("ri-upload-abc123/trace.json", s)
+    assert resolve_user_path("captures/capture-1", s) == cap.resolve()  # a developer's own app: fine
+    monkeypatch.setenv("SPACE_ID", "me/app")
+    with pytest.raises(ValueError, match="open through their owner's job link"):
+        resolve_user_path("captures/capture-1", s)

@@ -39,6 +39,15 @@ class Settings:
                               "Tokenizer override: a local directory or a Hub name (Hub only when online).")
     cache_rollouts: int = _setting(16, "VIEWER_CACHE_ROLLOUTS",
                                    "Parsed rollouts kept in memory (LRU) across sessions.")
+    public: bool = _setting(False, "VIEWER_PUBLIC",
+                            "Public mode (also on whenever SPACE_ID is set, i.e. on a Hugging Face Space): local and "
+                            "endpoint captures off, hf-jobs only under the visitor's own sign-in.")
+    capture_allow_users: str = _setting("", "CAPTURE_ALLOW_USERS",
+                                        "Public mode: comma-separated Hugging Face usernames who, once signed in, may "
+                                        "also use the local and endpoint capture backends.")
+    capture_max_wall_s: float = _setting(1800.0, "CAPTURE_MAX_WALL_S",
+                                         "Wall-clock limit for one whole capture started from the app, in seconds "
+                                         "(then it is cancelled).")
     # --- capture (viewer/capture/) ---
     capture_model: str = _setting("tiny-qwen3", "CAPTURE_MODEL",
                                   "Capture model: tiny-qwen3 / smollm2 (CPU, built offline), a model folder or Hub name.")
@@ -72,7 +81,10 @@ class Settings:
             raw = env.get(f.metadata["env"])
             if raw is None or raw == "":
                 continue
-            kwargs[f.name] = type(f.default)(raw)
+            if isinstance(f.default, bool):  # bool("0") is True: parse the usual spellings
+                kwargs[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+            else:
+                kwargs[f.name] = type(f.default)(raw)
         return cls(**kwargs)
 
     @classmethod

@@ -55,7 +55,10 @@ def find_opencode(explicit: str = "") -> Path:
 
 
 def opencode_config(proxy_url: str, model: str, context: int = 16384, output: int = 1024, steps: int = 8,
-                    auto_compaction: bool = False, title: bool = True) -> dict[str, Any]:
+                    auto_compaction: bool = False, title: bool = True, sandboxed: bool = False) -> dict[str, Any]:
+    """opencode's config. ``sandboxed``: the sandbox is the boundary, so opencode's own
+    "external_directory" prompt (which nobody can answer in a headless run, and which ends it)
+    is allowed; without a sandbox opencode keeps refusing paths outside the work folder."""
     cfg: dict[str, Any] = {
         "$schema": "https://opencode.ai/config.json",
         "provider": {PROVIDER: {"npm": "@ai-sdk/openai-compatible", "name": "Recording proxy",
@@ -65,7 +68,8 @@ def opencode_config(proxy_url: str, model: str, context: int = 16384, output: in
         "autoupdate": False, "share": "disabled",
         "agent": {"build": {"steps": steps}},
         "compaction": {"auto": auto_compaction},
-        "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+        "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny",
+                       **({"external_directory": "allow"} if sandboxed else {})},
         "tools": {t: False for t in DISABLED_TOOLS},
     }
     if not title:
@@ -118,17 +122,23 @@ def run_opencode(instruction: str, workdir: Path, home: Path, proxy_url: str, mo
                  stderr_path: Path, timeout_s: float = 600.0, cancel: threading.Event | None = None,
                  binary: str = "", context: int = 16384, output: int = 1024, steps: int = 8,
                  auto_compaction: bool = False, title: bool = True,
-                 on_poll: Callable[[], None] | None = None) -> AgentResult:
-    """Run opencode once; always returns (never leaves the process group running)."""
+                 on_poll: Callable[[], None] | None = None, sandbox=None) -> AgentResult:
+    """Run opencode once; always returns (never leaves the process group running).
+
+    ``sandbox`` (a :class:`viewer.capture.sandbox.Sandbox` with the proxy forwarded into it)
+    runs opencode and every tool it starts inside bubblewrap; None runs it on the host."""
     exe = find_opencode(binary)
     workdir.mkdir(parents=True, exist_ok=True)
     if not any(workdir.iterdir()):  # never launch from an empty directory (CAPTURE.md §4.4)
         (workdir / "TASK.md").write_text(instruction, encoding="utf-8")
     home.mkdir(parents=True, exist_ok=True)
     cfg_path = home / "opencode.json"
-    cfg_path.write_text(json.dumps(opencode_config(proxy_url, model, context, output, steps, auto_compaction, title),
-                                   indent=2))
+    cfg_path.write_text(json.dumps(opencode_config(proxy_url, model, context, output, steps, auto_compaction, title,
+                                                   sandboxed=sandbox is not None), indent=2))
     cmd = [str(exe), "run", "--format", "json", "--model", f"{PROVIDER}/{model}"]
+    if sandbox is not None:
+        sandbox.read_only = (*sandbox.read_only, exe.resolve().parent)
+        cmd = sandbox.wrap(cmd)
     t0 = time.perf_counter()
     status, message = "ok", ""
     with open(log_path, "wb") as out, open(stderr_path, "wb") as err:

@@ -36,6 +36,8 @@ def add_parser(sub) -> None:
                                                           "solution with structured_outputs regexes (bundled tasks)")
     p.add_argument("--script-command", action="append", default=[], metavar="CMD",
                    help="with --scripted: a bash command the expert runs before its solution (repeatable)")
+    p.add_argument("--no-sandbox", action="store_true",
+                   help="run the agent on this machine without the bubblewrap sandbox (developer debugging only)")
     p.add_argument("--out", required=True, help="output folder for the capture artefacts")
     p.add_argument("--agent-timeout", type=float, default=None, help="opencode wall-clock limit, seconds")
     p.add_argument("--test-timeout", type=float, default=None, help="per held-out test limit, seconds")
@@ -60,7 +62,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
         out=a.out, backend=a.backend, model=pick(a.model, settings.capture_model), endpoint=a.endpoint,
         token=os.environ.get("HF_TOKEN", "") if a.backend != "local" else "",
         task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index, n_prompts=a.n_prompts,
-        seed=a.seed, instruction=a.instruction, scripted=a.scripted, script_commands=list(a.script_command),
+        seed=a.seed, instruction=a.instruction, scripted=a.scripted, script_commands=list(a.script_command), sandbox=not a.no_sandbox,
         agent_timeout_s=pick(a.agent_timeout, settings.capture_agent_timeout_s),
         test_timeout_s=pick(a.test_timeout, settings.capture_test_timeout_s),
         max_output_tokens=pick(a.max_output_tokens, settings.capture_max_output_tokens), steps=a.steps,

@@ -31,7 +31,7 @@ OPENCODE_VERSION = "1.18.33"
 def setup_machine(vllm_spec: str) -> None:
     if not shutil.which("npm"):
         subprocess.run(["apt-get", "update", "-qq"], check=True)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "nodejs", "npm", "ripgrep"], check=True)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "nodejs", "npm", "ripgrep", "bubblewrap", "socat"], check=True)
     oc = Path.home() / ".cache" / "opencode"
     oc.mkdir(parents=True, exist_ok=True)
     subprocess.run(["npm", "install", "--prefix", str(oc), "--no-audit", "--no-fund", f"opencode-ai@{OPENCODE_VERSION}"],

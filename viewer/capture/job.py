@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import platform
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -25,7 +26,8 @@ from typing import Any, Callable
 
 from viewer.capture import agent as agent_mod
 from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, LocalVLLM, tail
-from viewer.capture.procs import capture_tag, kill_marked
+from viewer.capture import sandbox as sandbox_mod
+from viewer.capture.procs import capture_tag, kill_marked, popen, stop_group
 from viewer.capture.proxy import ProxyConfig, ProxyServer, Script, read_records
 from viewer.capture.reward import score
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
@@ -65,6 +67,10 @@ class CaptureSpec:
     # scripted mode: bash commands the expert runs before its solution (tests use it to try
     # what an agent's tools can do, e.g. a command that backgrounds itself)
     script_commands: list[str] = field(default_factory=list)
+    # the agent (and its solution's tests) run in viewer.capture.sandbox when the machine can
+    # make one; require_sandbox (public mode) refuses the capture when it cannot
+    sandbox: bool = True
+    require_sandbox: bool = False
     flavor: str = "a100-large"  # hf-jobs
     results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to
 
@@ -97,9 +103,24 @@ class CaptureJob:
         # every process this capture starts carries this tag (procs.popen): the last step of run()
         # stops whatever is still marked with it, whoever its parent is by then
         self.tag = f"capture-{uuid.uuid4().hex[:12]}"
+        self._forwarder = None
+        self._sandbox: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ progress
+    def redact(self, text: str) -> str:
+        """``text`` with every secret this capture knows (the spec's token, ``HF_TOKEN``) as ***."""
+        import os
+
+        for secret in (self.spec.token, os.environ.get("HF_TOKEN", "")):
+            if secret and len(secret) >= 6:
+                text = text.replace(secret, "***")
+        return text
+
+    def _write_summary(self, summary: dict[str, Any]) -> None:
+        (self.out / "summary.json").write_text(self.redact(json.dumps(summary, indent=2, ensure_ascii=False)))
+
     def log(self, message: str, phase: str | None = None) -> None:
+        message = self.redact(message)
         ev = {"t": round(time.time() - self.started, 2), "phase": phase or self.phase, "message": message}
         with self._lock:
             self.events.append(ev)
@@ -119,9 +140,14 @@ class CaptureJob:
                 "tokens": rec.tokens if rec else (self.summary or {}).get("output_tokens", 0),
                 "events": events, "summary": self.summary}
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = "cancelled by the user", status: str = "cancelled") -> None:
+        """Stop at the next check; ``status``/``reason`` are what the summary will say."""
+        self._cancel_as = (status, reason)
         self.cancel_event.set()
-        self.log("cancel requested")
+        self.log(f"cancel requested: {reason}")
+
+    def mark_cancelled_before_start(self) -> None:
+        self.status, self.phase, self.error = "cancelled", "done", "cancelled before it started"
 
     def _check(self) -> None:
         if self.cancel_event.is_set():
@@ -184,6 +210,14 @@ class CaptureJob:
                                    token=s.token, log=self.log)
             else:
                 raise BackendError(f"backend {s.backend!r} runs through viewer.capture.hf_jobs, not CaptureJob")
+            no_sandbox = sandbox_mod.unavailable() if s.sandbox else "turned off for this capture (--no-sandbox)"
+            if no_sandbox and s.require_sandbox:
+                raise BackendError(f"the agent cannot be sandboxed here ({no_sandbox}); this app only runs "
+                                   "sandboxed captures")
+            if no_sandbox:
+                self.log(f"WARNING: the agent and its tools run on this machine without a sandbox: {no_sandbox}")
+            self._sandbox = {**sandbox_mod.describe(), "used": not no_sandbox,
+                             **({"reason": no_sandbox} if no_sandbox else {})}
             self.timings["setup_s"] = round(time.perf_counter() - t0, 3)
 
             t0 = self._enter("server")
@@ -200,11 +234,16 @@ class CaptureJob:
                 f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else "")))
             self._proxy.start()
             self.log(f"recording proxy on {self._proxy.url}")
+            sandbox = None
+            if not no_sandbox:
+                sandbox = self._sandbox_for(workdir, home, tmp)
+                self.log("agent sandboxed (bubblewrap): it sees its work folder and the proxy, nothing else")
             agent_res = agent_mod.run_opencode(
                 task.instruction, workdir, home, self._proxy.url, served, self.out / "agent_log.jsonl",
                 tmp / "agent_stderr.txt", timeout_s=s.agent_timeout_s, cancel=self.cancel_event, binary=s.opencode_bin,
                 context=s.context_tokens, output=s.max_output_tokens, steps=s.steps,
-                auto_compaction=s.auto_compaction, title=s.title)
+                auto_compaction=s.auto_compaction, title=s.title, sandbox=sandbox)
+            self._stop_forwarder()
             self.log(f"opencode finished: {agent_res.status} {agent_res.message}".rstrip())
             self.timings["agent_s"] = round(time.perf_counter() - t0, 3)
             self._stop_proxy()
@@ -222,7 +261,7 @@ class CaptureJob:
                 self.timings["rescore_s"] = round(time.perf_counter() - t0, 3)
 
             t0 = self._enter("reward")
-            reward = score(workdir, task.held_out_tests, timeout_s=s.test_timeout_s)
+            reward = score(workdir, task.held_out_tests, timeout_s=s.test_timeout_s, sandboxed=not no_sandbox)
             self.log(f"reward {reward['reward']} ({reward['passed']}/{reward['total']}; {reward['status']})")
             self.timings["reward_s"] = round(time.perf_counter() - t0, 3)
             if agent_res.status != "ok":
@@ -235,11 +274,12 @@ class CaptureJob:
             else:
                 self.status = "ok"
         except (CaptureCancelled, KeyboardInterrupt):
-            self.status, self.error = "cancelled", "cancelled by the user"
+            self.status, self.error = getattr(self, "_cancel_as", ("cancelled", "cancelled by the user"))
         except Exception as e:  # every failure ends with a clear status and the artefacts kept
             self.status = "failed"
-            self.error = f"{self.phase}: {type(e).__name__}: {e}"
+            self.error = self.redact(f"{self.phase}: {type(e).__name__}: {e}")
         finally:
+            self._stop_forwarder()
             self._stop_proxy()
             if backend is not None:
                 try:
@@ -257,7 +297,7 @@ class CaptureJob:
                 self.error = (self.error + "; " if self.error else "") + f"writing artefacts: {type(e).__name__}: {e}"
                 self.summary = {"status": self.status, "error": self.error}
                 try:
-                    (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2))
+                    self._write_summary(self.summary)
                 except OSError:
                     pass
             self.timings["artefacts_s"] = round(time.perf_counter() - t0, 3)
@@ -265,7 +305,7 @@ class CaptureJob:
             if self.summary is not None:
                 self.summary["timings"] = dict(self.timings)
                 try:
-                    (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2, ensure_ascii=False))
+                    self._write_summary(self.summary)
                 except OSError:
                     pass
             left = kill_marked(self.tag + "/")  # anything the agent's tools detached from their group
@@ -275,7 +315,7 @@ class CaptureJob:
                 self.summary["complete"] = self.status == "ok"  # partial artefacts say so
                 self.summary["stray_processes_stopped"] = len(left)
                 try:
-                    (self.out / "summary.json").write_text(json.dumps(self.summary, indent=2, ensure_ascii=False))
+                    self._write_summary(self.summary)
                 except OSError:
                     pass
             shutil.rmtree(tmp, ignore_errors=True)
@@ -283,6 +323,23 @@ class CaptureJob:
             self.phase = "done"
             self.log(f"capture {self.status}" + (f": {self.error}" if self.error else ""))
         return self.summary or {}
+
+    def _sandbox_for(self, workdir: Path, home: Path, tmp: Path) -> "sandbox_mod.Sandbox":
+        """The agent's sandbox, with the proxy's port forwarded into it over a Unix socket."""
+        sock = tmp / "proxy.sock"
+        self._forwarder = popen(sandbox_mod.host_forwarder(sock, self._proxy.port), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            if self._forwarder.poll() is not None or time.monotonic() > deadline:
+                raise BackendError("the sandbox's proxy forwarder (socat) did not start")
+            time.sleep(0.02)
+        return sandbox_mod.Sandbox(workdir, home, proxy_socket=sock, proxy_port=self._proxy.port)
+
+    def _stop_forwarder(self) -> None:
+        if getattr(self, "_forwarder", None) is not None:
+            stop_group(self._forwarder, grace=2)
+            self._forwarder = None
 
     def _stop_proxy(self) -> None:
         if self._proxy is not None and self._proxy._server is not None and not self._proxy.recorder._fh.closed:
@@ -314,6 +371,7 @@ class CaptureJob:
             "recorder_write_error": rec.write_error if rec else None,
             "versions": versions(s.vllm_python),
             "spec": s.public(),
+            "sandbox": self._sandbox,
         }
         if reward:
             summary["test_results"] = [{k: r[k] for k in ("test", "passed", "timed_out", "exit_code", "seconds")}
@@ -322,7 +380,7 @@ class CaptureJob:
             summary["server_log_tail"] = tail(server_log, 1500)
         if summary["agent"] and self.status == "ok":
             summary["agent"].pop("stderr_tail", None)
-        (self.out / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+        self._write_summary(summary)
         return summary
 
 

@@ -21,9 +21,14 @@ def normalise(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.replace("\r\n", "\n").strip().split("\n"))
 
 
-def _run(workdir: Path, stdin: str, timeout_s: float, python: str) -> dict[str, Any]:
+def _run(workdir: Path, stdin: str, timeout_s: float, python: str, sandboxed: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
-    proc = popen([python, "solution.py"], cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    cmd = [python, "solution.py"]
+    if sandboxed:  # the agent wrote this code: it runs with no network and sees nothing of the host
+        from viewer.capture.sandbox import PYTHON, Sandbox
+
+        cmd = Sandbox(Path(workdir)).wrap([PYTHON, "solution.py"])
+    proc = popen(cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                  stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(stdin, timeout=timeout_s)
@@ -38,8 +43,10 @@ def _run(workdir: Path, stdin: str, timeout_s: float, python: str) -> dict[str, 
         return {"exit_code": None, "stdout": "", "stderr": "", "timed_out": True, "seconds": round(time.perf_counter() - t0, 3)}
 
 
-def score(workdir: Path, tests: list[dict[str, str]], timeout_s: float = 10.0, python: str | None = None) -> dict[str, Any]:
-    """``{"reward", "passed", "total", "timed_out", "status", "results": [...]}``; reward None when unscorable."""
+def score(workdir: Path, tests: list[dict[str, str]], timeout_s: float = 10.0, python: str | None = None,
+          sandboxed: bool = False) -> dict[str, Any]:
+    """``{"reward", "passed", "total", "timed_out", "status", "results": [...]}``; reward None when unscorable.
+    ``sandboxed``: each test runs inside :class:`viewer.capture.sandbox.Sandbox` (Debian's python3)."""
     workdir = Path(workdir)
     python = python or sys.executable
     if not tests:
@@ -49,7 +56,7 @@ def score(workdir: Path, tests: list[dict[str, str]], timeout_s: float = 10.0, p
                 "results": []}
     results = []
     for i, t in enumerate(tests):
-        r = _run(workdir, t["input"], timeout_s, python)
+        r = _run(workdir, t["input"], timeout_s, python, sandboxed)
         r["passed"] = (not r["timed_out"] and r["exit_code"] == 0 and normalise(r["stdout"]) == normalise(t["output"]))
         r["test"] = i
         results.append(r)

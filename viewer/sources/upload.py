@@ -10,6 +10,8 @@ ever written outside the target folder. No parsing happens here.
 """
 from __future__ import annotations
 
+import os
+
 import shutil
 import stat
 import zipfile
@@ -39,6 +41,9 @@ class Intake:
     problems: list[Problem] = field(default_factory=list)
 
 
+UPLOAD_PREFIX = "ri-upload-"  # the temporary folder of each upload (viewer/ui/browse.py)
+
+
 def resolve_user_path(text: str, settings: Settings | None = None) -> Path:
     """A typed path -> an existing path inside ``data_root``; ValueError with the reason otherwise.
 
@@ -57,6 +62,12 @@ def resolve_user_path(text: str, settings: Settings | None = None) -> Path:
     resolved = p.resolve()
     if not resolved.is_relative_to(root):
         raise ValueError(f"{raw}: outside the allowed data folder {root} (data_root / VIEWER_DATA_ROOT); refused")
+    # Other visitors' uploads and (on a public app) captures are theirs: never by typed path or link
+    if any(part.startswith(UPLOAD_PREFIX) for part in resolved.parts):
+        raise ValueError(f"{raw}: an uploaded file is only visible to the session that uploaded it; refused")
+    if (settings.public or os.environ.get("SPACE_ID")) and \
+            resolved.is_relative_to(Path(settings.capture_out_root).expanduser().resolve()):
+        raise ValueError(f"{raw}: captures on a public app open through their owner's job link; refused")
     if not resolved.exists():
         raise ValueError(f"{raw}: no such file or folder under {root}")
     return resolved

@@ -17,7 +17,7 @@ import gradio as gr
 from .. import plots, render
 from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
-from ..sources.upload import intake_upload, resolve_user_path
+from ..sources.upload import UPLOAD_PREFIX, intake_upload, resolve_user_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
 from .store import Opened, RolloutStore
 
@@ -193,7 +193,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     def on_upload(files: list[str] | None, override: str):
         if not files:
             return failure("No files uploaded.")
-        dest = Path(tempfile.mkdtemp(prefix="ri-upload-"))
+        dest = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
         notes: list[str] = []
         roots: list[Path] = []
         for f in files:

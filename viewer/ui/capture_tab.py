@@ -13,6 +13,7 @@ import gradio as gr
 from gradio.context import Context
 
 from .. import render
+from ..capture.policy import check_start, is_public
 from ..capture.runner import RUNNER, CaptureBusy
 from ..config import Settings
 
@@ -27,12 +28,30 @@ progress_html = render.capture_progress_html
 def build(settings: Settings, store, browse) -> None:
     """Create this screen's components inside the current gr.Tab and wire its events."""
     job_state = gr.State(None)
+    public = is_public(settings)
+    # Sign-in works on a Space (gradio's OAuth routes); elsewhere a LoginButton would need this
+    # machine's own HF login, so a public app off a Space simply allows no capture.
+    from gradio.utils import get_space
+
+    oauth = public and get_space() is not None
     with gr.Column(elem_id="capture-panel"):
         gr.Markdown("Run a real opencode agent on one task through the recording proxy in front of vLLM. "
                     "CPU models are for development; use `endpoint` or `hf-jobs` for a real model on a GPU.")
+        if public:
+            # Only in public mode: a LoginButton outside a Space would need a local HF login.
+            gr.HTML(render.notice_html(
+                "This is a public app: captures run as Hugging Face Jobs on your own account, under your "
+                "sign-in. The local and endpoint backends are off (they would run the agent on, or make calls "
+                "from, this server); the owner can allow named users with CAPTURE_ALLOW_USERS."),
+                elem_id="capture-public-note")
+            if oauth:
+                gr.LoginButton(elem_id="capture-login")
+            else:
+                gr.HTML(render.notice_html("Sign-in needs the app to run as a Hugging Face Space (hf_oauth); "
+                                           "here no capture can be started.", "error"))
         with gr.Row():
-            backend = gr.Dropdown(["local", "endpoint", "hf-jobs"], value="local", label="Backend",
-                                  elem_id="capture-backend")
+            backend = gr.Dropdown(["local", "endpoint", "hf-jobs"], value="hf-jobs" if public else "local",
+                                  label="Backend", elem_id="capture-backend")
             model = gr.Dropdown(MODELS, value=settings.capture_model, allow_custom_value=True, label="Model",
                                 elem_id="capture-model")
             endpoint = gr.Textbox(label="Endpoint URL (endpoint backend)", placeholder="http://host:8000",
@@ -49,7 +68,7 @@ def build(settings: Settings, store, browse) -> None:
             max_tokens = gr.Number(settings.capture_max_output_tokens, precision=0, label="Max tokens per call",
                                    elem_id="capture-max-tokens")
             token = gr.Textbox(label="HF token (endpoint / hf-jobs; else HF_TOKEN)", type="password",
-                               elem_id="capture-token")
+                               elem_id="capture-token", visible=not public)  # public: the sign-in's token
             results_repo = gr.Textbox(settings.capture_results_repo, label="Results dataset repo (hf-jobs)",
                                       elem_id="capture-results-repo")
         with gr.Row():
@@ -58,33 +77,51 @@ def build(settings: Settings, store, browse) -> None:
         progress = gr.HTML(progress_html(None, None), elem_id="capture-progress")
     timer = gr.Timer(1.0, active=False)
 
-    def _owner(request: gr.Request | None) -> str:
-        # the browser session that started a capture (a ?job= link lets others watch, not cancel)
+    def _owner(request: gr.Request | None, profile=None) -> str:
+        # who started a capture: the signed-in username in public mode (survives a reload), else
+        # the browser session. A ?job= link lets others watch (not in public mode), never cancel.
+        if public:
+            user = getattr(profile, "username", None)
+            return f"user:{user}" if user else "user:?"
         return getattr(request, "session_hash", None) or ""
 
-    def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
-                 request: gr.Request):
-        import os
-
+    def start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+                      request, username: str = "", oauth_token: str = ""):
         from ..capture.job import CaptureSpec
 
         out = Path(settings.capture_out_root) / time.strftime("capture-%Y%m%d-%H%M%S")
         if scr and (instr or "").strip():
             return None, render.notice_html("Scripted mode replays a bundled task's solution: clear the custom "
                                             "instruction or untick Scripted.", "error"), gr.Timer(active=False)
+        d = check_start(settings, backend_v, public=public, username=username, oauth_token=oauth_token,
+                        typed_token="" if public else (token_v or ""), endpoint=endpoint_v or "")
+        if not d.allowed:
+            return gr.skip(), render.notice_html(d.message, "error"), gr.Timer(active=False)
         spec = CaptureSpec(out=str(out), backend=backend_v, model=model_v or settings.capture_model,
-                           endpoint=endpoint_v or "", token=token_v or os.environ.get("HF_TOKEN", ""),
+                           endpoint=endpoint_v or "", token=d.token,
                            task_source="deepcoder" if deep else "bundled", task_index=int(idx or 0),
                            instruction=instr or "", scripted=bool(scr), agent_timeout_s=float(a_to or 300),
                            max_output_tokens=int(mtok or 1024), test_timeout_s=settings.capture_test_timeout_s,
                            top_logprobs=settings.capture_top_logprobs, logprobs_mode=settings.capture_logprobs_mode,
                            vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
-                           flavor=settings.capture_hf_flavor, results_repo=repo_v or "")
+                           flavor=settings.capture_hf_flavor, results_repo=repo_v or "", require_sandbox=public)
         try:
-            job_id = RUNNER.start(spec, owner=_owner(request))
+            owner = f"user:{d.owner}" if public else _owner(request)
+            job_id = RUNNER.start(spec, owner=owner, max_wall_s=settings.capture_max_wall_s)
         except CaptureBusy as e:
             return gr.skip(), render.notice_html(str(e), "error"), gr.Timer(active=True)
         return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
+
+    if oauth:
+        def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+                     request: gr.Request, profile: gr.OAuthProfile | None, oauth: gr.OAuthToken | None):
+            return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+                                 request, getattr(profile, "username", "") or "", getattr(oauth, "token", "") or "")
+    else:
+        def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+                     request: gr.Request):
+            return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+                                 request)
 
     def on_tick(job_id):
         snap = RUNNER.snapshot(job_id)
@@ -103,21 +140,37 @@ def build(settings: Settings, store, browse) -> None:
                 html += render.notice_html(f"capture finished but could not be opened: {e}", "error")
         return [html, gr.Timer(active=False)] + skip
 
-    def on_cancel(job_id, request: gr.Request):
+    def cancel_capture(job_id, owner: str):
         if RUNNER.get(job_id) is None:
             return render.notice_html("No capture to cancel.")
-        if not RUNNER.cancel(job_id, owner=_owner(request)):
-            return (render.notice_html("This capture was started in another browser session: only that session "
-                                       "can cancel it (you can watch it here).", "error")
+        if not RUNNER.cancel(job_id, owner=owner):
+            return (render.notice_html("This capture was started by someone else (another browser session or "
+                                       "account): only they can cancel it.", "error")
                     + progress_html(RUNNER.snapshot(job_id), job_id))
         return progress_html(RUNNER.snapshot(job_id), job_id)
 
-    def on_load(request: gr.Request):
-        q = dict(request.query_params) if request is not None else {}
-        job_id = q.get("job") or None
+    def load_job(job_id, owner: str):
         if not job_id or RUNNER.get(job_id) is None:
             return gr.skip(), gr.skip(), gr.Timer(active=False)
+        if public and RUNNER.owner(job_id) != owner:  # a public app shows a capture to its owner only
+            return gr.skip(), render.notice_html("That capture belongs to another account.", "error"), \
+                gr.Timer(active=False)
         return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
+
+    if oauth:
+        def on_cancel(job_id, request: gr.Request, profile: gr.OAuthProfile | None):
+            return cancel_capture(job_id, _owner(request, profile))
+
+        def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
+            q = dict(request.query_params) if request is not None else {}
+            return load_job(q.get("job") or None, _owner(request, profile))
+    else:
+        def on_cancel(job_id, request: gr.Request):
+            return cancel_capture(job_id, _owner(request))
+
+        def on_load(request: gr.Request):
+            q = dict(request.query_params) if request is not None else {}
+            return load_job(q.get("job") or None, _owner(request))
 
     inputs = [backend, model, endpoint, task_index, deepcoder, scripted, instruction, agent_timeout, max_tokens, token,
               results_repo]
