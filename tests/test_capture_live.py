@@ -476,7 +476,7 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     port = srv.server_address[1]
     cmds = [f"cat /proc/{os.getpid()}/environ", "env", f"cat {planted}",
             f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/').read())\"",
-            f"ls {REPO}"]
+            f"cat {REPO}/README.md"]
     out = tmp_path / "c"
     job = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
                                  scripted=True, script_commands=cmds, agent_timeout_s=300, require_sandbox=True,
@@ -493,7 +493,7 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     assert f"/proc/{os.getpid()}/environ: No such file or directory" in results
     assert f"{planted}: No such file or directory" in results
     assert "Connection refused" in results or "URLError" in results
-    assert f"{REPO}: No such file or directory" in results
+    assert f"{REPO}/README.md: No such file or directory" in results  # the app's own files are not there
     for f in out.rglob("*"):
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f

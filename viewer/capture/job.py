@@ -116,8 +116,14 @@ class CaptureJob:
                 text = text.replace(secret, "***")
         return text
 
-    def _write_summary(self, summary: dict[str, Any]) -> None:
-        (self.out / "summary.json").write_text(self.redact(json.dumps(summary, indent=2, ensure_ascii=False)))
+    def _write_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """Write summary.json with every secret redacted; the redacted dict (what the UI shows too)."""
+        text = self.redact(json.dumps(summary, indent=2, ensure_ascii=False))
+        (self.out / "summary.json").write_text(text)
+        clean = json.loads(text)
+        summary.clear()
+        summary.update(clean)
+        return summary
 
     def log(self, message: str, phase: str | None = None) -> None:
         message = self.redact(message)
@@ -134,7 +140,8 @@ class CaptureJob:
         with self._lock:
             events = list(self.events[-40:])
         rec = self._proxy.recorder if self._proxy else None
-        return {"status": self.status, "phase": self.phase, "error": self.error, "out": str(self.out),
+        return {"status": self.status, "phase": self.phase, "error": self.redact(self.error or "") or None,
+                "out": str(self.out),
                 "elapsed_s": round((self.finished or time.time()) - self.started, 1),
                 "calls": rec.calls if rec else (self.summary or {}).get("calls", 0),
                 "tokens": rec.tokens if rec else (self.summary or {}).get("output_tokens", 0),
