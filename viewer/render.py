@@ -89,6 +89,9 @@ def rollout_header(r: Rollout, tokenizer_note: str = "") -> str:
         _kv("mean logprob", _fmt(s["mean_logprob"])),
         _kv("reward", reward, "ri-reward"),
     ]
+    summ = r.summary if isinstance(r.summary, dict) else {}
+    if summ.get("spell_tool_call_as_pieces"):
+        parts.append(_kv("capture option", "tool-call tags spelled as pieces"))
     note = f'<div class="ri-note">{esc(tokenizer_note)}</div>' if tokenizer_note else ""
     warn = ""
     if r.problems:
@@ -201,6 +204,15 @@ def task_html(r: Rollout) -> str:
     parts = []
     reward = "unknown" if r.reward is None else f"{r.reward:.3g}"
     parts.append(f'<div class="ri-reward-big">reward <b>{esc(reward)}</b></div>')
+    summ = r.summary if isinstance(r.summary, dict) else {}
+    notes = [n for n in (summ.get("outcome_notes") or []) if isinstance(n, str)]
+    if notes:  # a free-sampling run's story, plainly: limits hit, no tool call, no solution
+        parts.append('<ul class="ri-outcome" data-outcome="1">' + "".join(f"<li>{esc(n)}</li>" for n in notes)
+                     + "</ul>")
+    if summ.get("spell_tool_call_as_pieces"):
+        parts.append('<div class="ri-note" data-pieces="1">Captured with <code>--spell-tool-call-as-pieces</code>: '
+                     "the sampler was biased away from the &lt;tool_call&gt; special tokens, so the model spelled "
+                     "them as plain pieces (the special_token drift case).</div>")
     if r.instruction:
         parts.append(f'<h3>Instruction</h3><pre class="ri-instruction">{esc(r.instruction)}</pre>')
     if r.visible_tests:

@@ -213,8 +213,12 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
         if _is_tokenizer_dir(d):
             try:
                 tok = load_local(str(d.resolve()))
+                from viewer.capture.tokfiles import verify  # the sha256s summary.json recorded
+
+                differ = verify(Path(capture_dir))
+                check = (f" Warning: {differ}." if differ else "")
                 return TokenizerChoice(str(d), tok, "capture-folder",
-                                       " ".join(notes + ["Tokenizer from the capture folder."]))
+                                       " ".join(notes + ["Tokenizer from the capture folder." + check]))
             except Exception as e:
                 notes.append(f"Could not load the capture folder's tokenizer: {type(e).__name__}: {e}.")
     name = tokenizer_name_for(model)

@@ -36,6 +36,12 @@ def add_parser(sub) -> None:
                                                           "solution with structured_outputs regexes (bundled tasks)")
     p.add_argument("--script-command", action="append", default=[], metavar="CMD",
                    help="with --scripted: a bash command the expert runs before its solution (repeatable)")
+    p.add_argument("--spell-tool-call-as-pieces", action="store_true",
+                   help="logit_bias -100 on the tokenizer's <tool_call>/</tool_call> special tokens: the model spells "
+                        "them as plain pieces, which training re-tokenises differently (the special_token drift case)")
+    p.add_argument("--tokenizer", default="",
+                   help="the served model's tokenizer (folder or Hub name), shipped in the capture's tokenizer/; "
+                        "default: from the model (or, for an endpoint, its served model id)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the agent on this machine without the bubblewrap sandbox (developer debugging only)")
     p.add_argument("--out", required=True, help="output folder for the capture artefacts")
@@ -63,6 +69,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
         token=os.environ.get("HF_TOKEN", "") if a.backend != "local" else "",
         task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index, n_prompts=a.n_prompts,
         seed=a.seed, instruction=a.instruction, scripted=a.scripted, script_commands=list(a.script_command), sandbox=not a.no_sandbox,
+        spell_tool_call_as_pieces=a.spell_tool_call_as_pieces, tokenizer=a.tokenizer,
         agent_timeout_s=pick(a.agent_timeout, settings.capture_agent_timeout_s),
         test_timeout_s=pick(a.test_timeout, settings.capture_test_timeout_s),
         max_output_tokens=pick(a.max_output_tokens, settings.capture_max_output_tokens), steps=a.steps,

@@ -52,6 +52,10 @@ def job_args(spec, bundle: Path, run_name: str) -> list[str]:
         cap += ["--deepcoder", "--n-prompts", str(spec.n_prompts), "--seed", str(spec.seed)]
     if spec.scripted:
         cap.append("--scripted")
+    if spec.spell_tool_call_as_pieces:
+        cap.append("--spell-tool-call-as-pieces")
+    if spec.tokenizer:
+        cap += ["--tokenizer", spec.tokenizer]
     return ["--bundle", str(bundle), "--setup", "--results-repo", spec.results_repo, "--run-name", run_name, "--", *cap]
 
 

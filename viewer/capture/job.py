@@ -27,6 +27,7 @@ from typing import Any, Callable
 from viewer.capture import agent as agent_mod
 from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, LocalVLLM, tail
 from viewer.capture import sandbox as sandbox_mod
+from viewer.capture import tokfiles
 from viewer.capture.procs import capture_tag, kill_marked, popen, stop_group
 from viewer.capture.proxy import ProxyConfig, ProxyServer, Script, read_records
 from viewer.capture.reward import score
@@ -71,6 +72,10 @@ class CaptureSpec:
     # make one; require_sandbox (public mode) refuses the capture when it cannot
     sandbox: bool = True
     require_sandbox: bool = False
+    # logit_bias -100 on the tokenizer's <tool_call>/</tool_call> special tokens, so the model
+    # spells them as plain pieces (the retokenisation case the viewer exists to show)
+    spell_tool_call_as_pieces: bool = False
+    tokenizer: str = ""  # where the served model's tokenizer is (folder or Hub name); default: from the model
     flavor: str = "a100-large"  # hf-jobs
     results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to
 
@@ -105,6 +110,7 @@ class CaptureJob:
         self.tag = f"capture-{uuid.uuid4().hex[:12]}"
         self._forwarder = None
         self._sandbox: dict[str, Any] | None = None
+        self._tokenizer: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ progress
     def redact(self, text: str) -> str:
@@ -202,9 +208,7 @@ class CaptureJob:
             self._write_task_files(task)
             script = None
             if s.scripted:
-                # Qwen3 vocab: spell <tool_call>/</tool_call> piece-wise (the retokenisation case)
-                bias = {"151657": -100.0, "151658": -100.0} if s.model == "tiny-qwen3" else None
-                script = Script(scripted_steps(task, workdir, s.script_commands), logit_bias=bias)
+                script = Script(scripted_steps(task, workdir, s.script_commands))
             if s.backend == "local":
                 backend = LocalVLLM(model=s.model, log_path=server_log, python=s.vllm_python,
                                     logprobs_mode=s.logprobs_mode or ("raw_logprobs" if s.scripted else "processed_logprobs"), max_model_len=s.context_tokens + s.max_output_tokens,
@@ -233,9 +237,13 @@ class CaptureJob:
             self.log(f"model server ready at {url} (model {served})")
             self.timings["server_start_s"] = round(time.perf_counter() - t0, 3)
 
+            tok_dir = self._ship_tokenizer(backend, served)
+            bias = self._pieces_bias(tok_dir) if s.spell_tool_call_as_pieces else {}
+
             t0 = self._enter("agent")
             cfg = ProxyConfig(upstream=url, trace_path=self.out / "proxy_trace.jsonl", top_logprobs=s.top_logprobs,
-                              script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {})
+                              script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {},
+                              logit_bias=bias)
             self._proxy = ProxyServer(cfg, on_record=lambda r: self.log(
                 f"call {r.get('turn')} ({r.get('kind')}): {len(r.get('completion_token_ids') or [])} tokens, "
                 f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else "")))
@@ -331,6 +339,36 @@ class CaptureJob:
             self.log(f"capture {self.status}" + (f": {self.error}" if self.error else ""))
         return self.summary or {}
 
+    def _ship_tokenizer(self, backend, served: str) -> Path | None:
+        """Copy the served model's tokenizer into ``out/tokenizer`` (self-contained artefacts)."""
+        s = self.spec
+        model_dir = backend.model_dir() if isinstance(backend, LocalVLLM) else None
+        src, where = tokfiles.locate(s.tokenizer, model_dir, served, s.model)
+        if src is None:
+            self._tokenizer = {"source": None, "problem": where}
+            self.log(f"WARNING: {where}: the capture folder will show ids only (pass --tokenizer)")
+            return None
+        self._tokenizer = tokfiles.write(self.out, src, where)
+        self.log(f"tokenizer from {where} written to tokenizer/ ({len(self._tokenizer['files'])} files)")
+        return self.out / "tokenizer"
+
+    def _pieces_bias(self, tok_dir: Path | None) -> dict[str, float]:
+        """logit_bias -100 on this tokenizer's <tool_call> / </tool_call> special tokens."""
+        if tok_dir is None:
+            raise BackendError("--spell-tool-call-as-pieces needs the model's tokenizer (none was found)")
+        from viewer.tokenizer import load_local
+
+        tok = load_local(str(tok_dir))
+        ids = {}
+        for t in ("<tool_call>", "</tool_call>"):
+            i = tok.convert_tokens_to_ids(t)
+            if isinstance(i, int) and i != tok.unk_token_id and t in tok.get_added_vocab():
+                ids[str(i)] = -100.0
+        if not ids:
+            raise BackendError("--spell-tool-call-as-pieces: this tokenizer has no <tool_call> special token")
+        self.log(f"spelling tool-call tags as pieces: logit_bias {ids}")
+        return ids
+
     def _sandbox_for(self, workdir: Path, home: Path, tmp: Path) -> "sandbox_mod.Sandbox":
         """The agent's sandbox, with the proxy's port forwarded into it over a Unix socket."""
         sock = tmp / "proxy.sock"
@@ -379,6 +417,8 @@ class CaptureJob:
             "versions": versions(s.vllm_python),
             "spec": s.public(),
             "sandbox": self._sandbox,
+            "tokenizer": self._tokenizer,
+            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces,
         }
         if reward:
             summary["test_results"] = [{k: r[k] for k in ("test", "passed", "timed_out", "exit_code", "seconds")}
@@ -387,36 +427,60 @@ class CaptureJob:
             summary["server_log_tail"] = tail(server_log, 1500)
         if summary["agent"] and self.status == "ok":
             summary["agent"].pop("stderr_tail", None)
+        summary["outcome_notes"] = outcome_notes(summary, s.max_output_tokens)
         self._write_summary(summary)
         return summary
 
 
-def derive_turns(folder: Path) -> tuple[list[dict[str, Any]], Any]:
-    """turns.json entries for the agent calls of ``folder/trace.json``, derived by the viewer's reader."""
+def derive_turns(folder: Path) -> tuple[list[dict[str, Any]], Any, list[str]]:
+    """turns.json entries for the agent calls of ``folder/trace.json``, derived by the viewer's reader,
+    and the problems met. A call without engine prompt ids is rendered with the capture's own
+    tokenizer and template (``folder/tokenizer``, else the model's), never a fixed one; when that
+    fails the entry says ``prompt_ids_source: "none"`` and the problem says why."""
     from viewer.sources.capture import read_capture
+    from viewer.tokenizer import render_prompt_ids, resolve_tokenizer
 
     ro = read_capture(folder)
-    entries = []
-    tok = None
+    entries, problems = [], []
+    choice = None
     for t in ro.turns:
         if t.kind != "agent":
             continue
         prompt_ids, source = list(t.prompt_ids), "engine"
         if not prompt_ids and t.messages:
-            try:
-                if tok is None:
-                    from viewer.tokenizer import load_qwen3
-
-                    tok = load_qwen3()
-                from viewer.tokenizer import render_prompt_ids
-
-                prompt_ids, source = render_prompt_ids(tok, t.messages, t.tools), "rerender"
-            except Exception:
-                prompt_ids, source = [], "rerender"
+            if choice is None:
+                choice = resolve_tokenizer(ro.model, capture_dir=Path(folder))
+            if choice.tokenizer is None:
+                prompt_ids, source = [], "none"
+                problems.append(f"call {t.call}: no engine prompt ids, and no tokenizer to render them "
+                                f"({choice.message})")
+            else:
+                try:
+                    prompt_ids, source = render_prompt_ids(choice.tokenizer, t.messages, t.tools), "rerender"
+                except Exception as e:  # a template error is a located problem, not an empty success
+                    prompt_ids, source = [], "none"
+                    problems.append(f"call {t.call}: the chat template of {choice.name} failed to render the "
+                                    f"prompt: {type(e).__name__}: {e}")
         entries.append({"call": t.call, "prompt_ids": prompt_ids, "prompt_ids_source": source,
                         "output_ids": list(t.output_ids), "per_token_logps": list(t.logprobs),
                         "trained": bool(t.trained), "mask": list(t.mask)})
-    return entries, ro
+    return entries, ro, problems
+
+
+def outcome_notes(summary: dict[str, Any], max_tokens: int) -> list[str]:
+    """What a reader of a free-sampling capture needs said plainly (summary.json and the UI)."""
+    notes = []
+    for call in summary.get("length_stops") or []:
+        notes.append(f"call {call} stopped at the output limit ({max_tokens} tokens) without calling a tool")
+    if summary.get("agent_turns") and not summary.get("tool_counts"):
+        notes.append("the model never called a tool")
+    if summary.get("reward_status") == "no solution.py written":
+        notes.append("no solution.py was written, so no held-out test could pass")
+    for p in summary.get("derivation_problems") or []:
+        notes.append(f"turns.json: {p}")
+    if isinstance(summary.get("tokenizer"), dict) and summary["tokenizer"].get("problem"):
+        notes.append(f"no tokenizer shipped: {summary['tokenizer']['problem']}")
+    return notes
 
 
 def write_trace_artefacts(out: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -427,8 +491,8 @@ def write_trace_artefacts(out: Path, records: list[dict[str, Any]]) -> dict[str,
     if not records:
         (out / "turns.json").write_text("[]")
         return {"agent_turns": 0, "trained_turns": 0, "kept_calls": [], "filtered_calls": [], "tool_counts": {},
-                "output_tokens": 0, "prompt_tokens_last": 0}
-    entries, ro = derive_turns(out)
+                "output_tokens": 0, "prompt_tokens_last": 0, "derivation_problems": [], "length_stops": []}
+    entries, ro, problems = derive_turns(out)
     (out / "turns.json").write_text(json.dumps(entries))
     tools: dict[str, int] = {}
     for t in ro.turns:
@@ -440,7 +504,8 @@ def write_trace_artefacts(out: Path, records: list[dict[str, Any]]) -> dict[str,
             "kept_calls": [t.call for t in agent],
             "filtered_calls": [{"call": t.call, "role": t.role} for t in ro.turns if t.kind != "agent"],
             "tool_counts": tools, "output_tokens": sum(len(t.output_ids) for t in ro.turns),
-            "prompt_tokens_last": len(agent[-1].prompt_ids) if agent else 0}
+            "prompt_tokens_last": len(agent[-1].prompt_ids) if agent else 0, "derivation_problems": problems,
+            "length_stops": [t.call for t in agent if t.finish_reason == "length" and not t.tool_names]}
 
 
 def versions(vllm_python: str = "") -> dict[str, Any]:

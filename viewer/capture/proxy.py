@@ -110,6 +110,8 @@ class ProxyConfig:
     upstream_headers: dict[str, str] = field(default_factory=dict)  # e.g. Authorization for a remote endpoint
     timeout_s: float = 600.0
     max_tokens_cap: int | None = None
+    # added to every main-agent call (e.g. -100 on <tool_call>/</tool_call>: --spell-tool-call-as-pieces)
+    logit_bias: dict[str, float] = field(default_factory=dict)
 
 
 class Recorder:
@@ -166,6 +168,8 @@ def enrich_request(body: dict[str, Any], cfg: ProxyConfig, kind: str) -> dict[st
             out["structured_outputs"] = {"regex": rx}
             if cfg.script.logit_bias and kind == "main":
                 out["logit_bias"] = {**cfg.script.logit_bias, **(out.get("logit_bias") or {})}
+    if cfg.logit_bias and kind == "main":
+        out["logit_bias"] = {**cfg.logit_bias, **(out.get("logit_bias") or {})}
     if out.get("stream") and not isinstance(out.get("stream_options"), dict):
         out["stream_options"] = {"include_usage": True}
     return out

@@ -60,6 +60,8 @@ def build(settings: Settings, store, browse) -> None:
             task_index = gr.Number(0, precision=0, minimum=0, label="Bundled task index", elem_id="capture-task")
             deepcoder = gr.Checkbox(False, label="DeepCoder task (online)", elem_id="capture-deepcoder")
             scripted = gr.Checkbox(True, label="Scripted expert (bundled tasks)", elem_id="capture-scripted")
+            pieces = gr.Checkbox(False, label="Spell <tool_call> as plain pieces (logit_bias on the special tokens)",
+                                 elem_id="capture-pieces")
         instruction = gr.Textbox(label="Custom instruction (overrides the task; no held-out tests)", lines=2,
                                  elem_id="capture-instruction")
         with gr.Row():
@@ -85,7 +87,7 @@ def build(settings: Settings, store, browse) -> None:
             return f"user:{user}" if user else "user:?"
         return getattr(request, "session_hash", None) or ""
 
-    def start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+    def start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
                       request, username: str = "", oauth_token: str = ""):
         from ..capture.job import CaptureSpec
 
@@ -104,7 +106,8 @@ def build(settings: Settings, store, browse) -> None:
                            max_output_tokens=int(mtok or 1024), test_timeout_s=settings.capture_test_timeout_s,
                            top_logprobs=settings.capture_top_logprobs, logprobs_mode=settings.capture_logprobs_mode,
                            vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
-                           flavor=settings.capture_hf_flavor, results_repo=repo_v or "", require_sandbox=public)
+                           flavor=settings.capture_hf_flavor, results_repo=repo_v or "", require_sandbox=public,
+                           spell_tool_call_as_pieces=bool(pieces_v))
         try:
             owner = f"user:{d.owner}" if public else _owner(request)
             job_id = RUNNER.start(spec, owner=owner, max_wall_s=settings.capture_max_wall_s)
@@ -113,15 +116,16 @@ def build(settings: Settings, store, browse) -> None:
         return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
 
     if oauth:
-        def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+        def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
                      request: gr.Request, profile: gr.OAuthProfile | None, oauth: gr.OAuthToken | None):
             return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
-                                 request, getattr(profile, "username", "") or "", getattr(oauth, "token", "") or "")
+                                 pieces_v, request, getattr(profile, "username", "") or "",
+                                 getattr(oauth, "token", "") or "")
     else:
-        def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
+        def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
                      request: gr.Request):
             return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
-                                 request)
+                                 pieces_v, request)
 
     def on_tick(job_id):
         snap = RUNNER.snapshot(job_id)
@@ -173,7 +177,7 @@ def build(settings: Settings, store, browse) -> None:
             return load_job(q.get("job") or None, _owner(request))
 
     inputs = [backend, model, endpoint, task_index, deepcoder, scripted, instruction, agent_timeout, max_tokens, token,
-              results_repo]
+              results_repo, pieces]
     start.click(on_start, inputs, [job_state, progress, timer], concurrency_limit=1, concurrency_id="capture-start",
                 api_visibility="private")
     timer.tick(on_tick, [job_state], [progress, timer] + list(browse.outputs), api_visibility="private",

