@@ -122,7 +122,6 @@ def seed_compaction(tok) -> list[dict[str, Any]]:
     a1 = call("bash", "c1", command="ls")
     t1 = result("c1", "README.md")
     a2 = call("read", "c2", filePath="README.md")
-    t2 = result("c2", "# adder\nPrint the sum of two integers.")
     m1, m2 = [S, U], [S, U, a1, t1]
     summ_msgs = [{"role": "system", "content": SUMMARISER},
                  {"role": "user", "content": "Here is the conversation so far:\n\n<conversation>listed files, read "

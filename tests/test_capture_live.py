@@ -145,7 +145,7 @@ def test_e2e_scripted_opencode_capture(vllm, tmp_path):
                        scripted=True, agent_timeout_s=240, max_output_tokens=512)
     summary = CaptureJob(spec).run()
     assert summary["status"] == "ok", summary.get("error")
-    assert sorted(p.name for p in out.iterdir()) == sorted(ARTEFACTS)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*ARTEFACTS, "tokenizer"])  # self-contained
     assert leftovers(before) == {}, "the capture left processes running"
 
     trace = json.loads((out / "trace.json").read_text())
@@ -591,8 +591,8 @@ def test_spell_tool_call_as_pieces_is_an_option(vllm, tmp_path, pieces):
                                scripted=True, spell_tool_call_as_pieces=pieces)).run()
     assert s["status"] == "ok" and s["reward"] == 1.0 and s["spell_tool_call_as_pieces"] is pieces
     recs = json.loads((out / "trace.json").read_text())
-    biased = [r for r in recs if (r["request"].get("logit_bias") or {})]
-    assert bool(biased) is pieces  # the bias was sent only with the option
+    biases = {v for r in recs if r.get("kind") == "main" for v in (r["request"].get("logit_bias") or {}).values()}
+    assert biases == ({-100.0} if pieces else {100.0})  # pieces: away from the tags; scripted: onto them
     tok = load_qwen3()
     tc = tok.convert_tokens_to_ids("<tool_call>")
     ro = load_source(out)

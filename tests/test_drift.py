@@ -8,7 +8,6 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
 
 from requires import need
 

@@ -11,7 +11,6 @@ guard saw nothing, the title is unchanged, and the payloads are visible as text.
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 

@@ -406,7 +406,6 @@ def test_realdata_other_formats_are_not_mistaken_for_traces(realdata):
 
 def test_200mb_trace_is_refused_clearly_with_default_settings(tmp_path):
     """The issue's huge-file case: default limits refuse it without reading it (a sparse file)."""
-    import pytest
 
     from viewer.sources import SourceError
 

@@ -129,7 +129,7 @@ def test_agentcap_sse_parsing():
 
 
 def test_agentcap_parquet_rows(tmp_path, qwen3):
-    p = write_parquet(agentcap_rows(), tmp_path / "data" / "train-claude-x.parquet")
+    write_parquet(agentcap_rows(), tmp_path / "data" / "train-claude-x.parquet")
     src = open_dataset(tmp_path)
     assert src.format.name == "agentcap"
     ro = src.rollout(0)

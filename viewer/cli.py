@@ -106,3 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # exits 2 on usage errors
     return args.func(args, Settings.from_env())
+
+
+def main_entry() -> None:
+    """The ``rollout-inspector`` console script (same subcommands as ``python -m viewer``)."""
+    import sys
+
+    sys.exit(main())

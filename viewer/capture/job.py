@@ -238,7 +238,14 @@ class CaptureJob:
             self.timings["server_start_s"] = round(time.perf_counter() - t0, 3)
 
             tok_dir = self._ship_tokenizer(backend, served)
-            bias = self._pieces_bias(tok_dir) if s.spell_tool_call_as_pieces else {}
+            if s.spell_tool_call_as_pieces:
+                bias = self._tool_tag_bias(tok_dir, -100.0, required=True)
+            elif s.scripted:
+                # the scripted expert's forced text uses the tokenizer's own tool-call tokens, as a
+                # trained model emits them (a random tiny model under a regex might spell pieces)
+                bias = self._tool_tag_bias(tok_dir, 100.0, required=False)
+            else:
+                bias = {}
 
             t0 = self._enter("agent")
             cfg = ProxyConfig(upstream=url, trace_path=self.out / "proxy_trace.jsonl", top_logprobs=s.top_logprobs,
@@ -352,9 +359,12 @@ class CaptureJob:
         self.log(f"tokenizer from {where} written to tokenizer/ ({len(self._tokenizer['files'])} files)")
         return self.out / "tokenizer"
 
-    def _pieces_bias(self, tok_dir: Path | None) -> dict[str, float]:
-        """logit_bias -100 on this tokenizer's <tool_call> / </tool_call> special tokens."""
+    def _tool_tag_bias(self, tok_dir: Path | None, value: float, required: bool) -> dict[str, float]:
+        """logit_bias ``value`` on this tokenizer's <tool_call> / </tool_call> special tokens
+        (-100: spelled as pieces; +100: the special tokens); {} when absent and not ``required``."""
         if tok_dir is None:
+            if not required:
+                return {}
             raise BackendError("--spell-tool-call-as-pieces needs the model's tokenizer (none was found)")
         from viewer.tokenizer import load_local
 
@@ -363,10 +373,12 @@ class CaptureJob:
         for t in ("<tool_call>", "</tool_call>"):
             i = tok.convert_tokens_to_ids(t)
             if isinstance(i, int) and i != tok.unk_token_id and t in tok.get_added_vocab():
-                ids[str(i)] = -100.0
-        if not ids:
+                ids[str(i)] = value
+        if not ids and required:
             raise BackendError("--spell-tool-call-as-pieces: this tokenizer has no <tool_call> special token")
-        self.log(f"spelling tool-call tags as pieces: logit_bias {ids}")
+        if ids:
+            what = "spelling tool-call tags as plain pieces" if value < 0 else "scripted tool calls use the special tokens"
+            self.log(f"{what}: logit_bias {ids}")
         return ids
 
     def _sandbox_for(self, workdir: Path, home: Path, tmp: Path) -> "sandbox_mod.Sandbox":

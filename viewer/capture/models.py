@@ -24,8 +24,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from viewer.capture.procs import mark_env
-
 MODELS = ("tiny-qwen3", "smollm2")
 SEED = 20260501
 # Sampling defaults each model's generation_config should carry (none: vLLM then uses temperature 1).
@@ -103,6 +101,8 @@ def ensure_model(name: str, python: str | Path, cache_dir: Path | None = None, l
     if log:
         log(f"building model {name} into {out}")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    from viewer.capture.procs import mark_env  # here, not at the top: this file also runs as a script in .venv-vllm
+
     r = subprocess.run(cmd, capture_output=True, text=True, env=mark_env(env), timeout=900, start_new_session=True)
     if r.returncode != 0:
         raise RuntimeError(f"building {name} failed: {(r.stderr or r.stdout)[-2000:]}")

@@ -93,7 +93,6 @@ class CaptureRunner:
             return job_id
 
     def _launch(self, job_id: str) -> None:  # (lock held)
-        job = self.jobs[job_id]
         t = threading.Thread(target=self._run, args=(job_id,), name=f"capture-{job_id[:8]}", daemon=True)
         self.threads[job_id], self.active = t, job_id
         t.start()
