@@ -301,3 +301,19 @@ def test_only_the_starting_session_can_cancel(tmp_path, monkeypatch):
     assert runner.cancel(jid, owner="session-a") is True
     runner.wait(jid, timeout=10)
     api.cancel_job.assert_called_once_with(job_id="job-42")
+
+
+@pytest.mark.parametrize("stdin", ["3\n1 -2 3\n", "it's 100% \"quoted\"\n$HOME `x` \\n\n"])
+def test_scripted_command_feeds_the_example_input_exactly(tmp_path, stdin):
+    """The scripted expert's bash command gives solution.py the example's input byte for byte
+    (before: a ' or % in the input broke the printf command)."""
+    import subprocess
+
+    from viewer.capture.tasks import Task, scripted_steps
+
+    task = Task("t", "do it", visible_tests=[{"input": stdin, "output": "x"}], solution="print(1)")
+    call = json.loads(scripted_steps(task, tmp_path)[1].split("\n", 1)[1].rsplit("\n", 1)[0])
+    assert call["name"] == "bash"
+    (tmp_path / "solution.py").write_text("import sys; sys.stdout.write(repr(sys.stdin.read()))")
+    out = subprocess.run(["bash", "-c", call["arguments"]["command"]], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout == repr(stdin), out.stderr

@@ -220,3 +220,36 @@ def test_scan_source_cancel_and_table(folder):
     assert len(scan_table(res, drifted_only=True)) == 1 and len(scan_table(res)) == 3
     with pytest.raises(ScanInputError):
         scan_source(root / "d-broken")
+
+
+@pytest.mark.parametrize("name", ["trace.jsonl", "proxy_trace.jsonl"])
+def test_drift_finds_folders_that_summary_opens(tmp_path, capsys, name):
+    """A folder holding only a JSONL trace (a raw proxy log) is a capture for `drift` as for `summary`
+    (before: "no capture folders" — drift looked for trace.json / turns.json only)."""
+    from viewer.cli import main
+
+    recs = json.loads((SAMPLE / "trace.json").read_text())
+    cap = tmp_path / "runs" / "one"
+    cap.mkdir(parents=True)
+    (cap / name).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["summary", str(cap), "--json"]) == 0
+    capsys.readouterr()
+    assert main(["drift", str(tmp_path / "runs"), "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["totals"]["rollouts"] == 1 and doc["totals"]["turns"] == 3
+
+
+def test_progress_total_of_a_dataset_without_limit_is_unknown_not_one(tmp_path, qwen3):
+    """A data file scanned row by row without --limit: progress says "N of ?" (None), never a
+    total smaller than what was done (before: the total was 1, so "scanned 4/1")."""
+    from _row_fixtures import contract_rows, write_jsonl
+
+    rows = contract_rows(qwen3) * 4  # four rows, one rollout each
+    p = write_jsonl(rows, tmp_path / "rows.jsonl")
+    seen = []
+    res = scan_source(str(p), progress=lambda d, t: seen.append((d, t)), chunk_rollouts=1)
+    assert res["totals"]["rollouts"] == len(rows) > 1
+    assert seen and all(t is None for _, t in seen) and seen[-1][0] == len(rows)
+    seen.clear()
+    scan_source(str(p), limit=2, progress=lambda d, t: seen.append((d, t)), chunk_rollouts=1)
+    assert seen[-1] == (2, 2)

@@ -232,3 +232,13 @@ def test_parquet_page_reads_only_what_it_needs(realdata, tmp_path):
     hit = browse_page(src, 0, 5, filters=Filters(task="task-39", reward_min=1.0))
     assert [r["row"] for r in hit.rows] == [39, 391, 393, 395, 397] and hit.total == 6
     assert src.dataset.bytes_read - before < whole / 2
+
+
+@pytest.mark.parametrize("newer,older", [("10", "9"), ("v10", "v9"), ("2026-03-02", "2026-03-01")])
+def test_string_versions_keep_the_newest_not_the_last(realdata, tmp_path, newer, older):
+    """batch_id given as strings: the newest copy of a session is shown wherever it sits (before,
+    every non-numeric version counted as 1.0 and the last row won)."""
+    base = opencode_rows()[2]  # the full session
+    rows = [{**base, "batch_id": newer}, {**base, "batch_id": older}]  # newest first, older last
+    src = open_dataset(write_jsonl(rows, tmp_path / "train.jsonl"))
+    assert src.visible_rows() == [0]

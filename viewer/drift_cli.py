@@ -32,7 +32,6 @@ from viewer.rollout import Rollout
 __all__ = ["add_parser", "discover", "iter_rollouts", "scan_source", "scan_table", "SCAN_COLUMNS",
            "ScanInputError"]
 
-CAPTURE_FILES = ("trace.json", "turns.json")
 SCAN_COLUMNS = ["rollout", "turn", "drifted", "round trip", "rt cause", "spans", "re-render", "render cause",
                 "prefix", "prefix cause", "re-rendered", "row", "losing gradient", "unchecked"]
 
@@ -52,7 +51,9 @@ def _is_data_file(spec: str) -> bool:
 
 
 def _is_capture(p: Path) -> bool:
-    return p.is_dir() and any((p / f).is_file() for f in CAPTURE_FILES)
+    from viewer.sources.capture import TRACE_NAMES, TURNS_NAMES  # the reader's own list: what `summary` opens, drift scans
+
+    return p.is_dir() and any((p / f).is_file() for f in (*TRACE_NAMES, *TURNS_NAMES))
 
 
 def discover(source: str | Path) -> list[str]:
@@ -77,7 +78,7 @@ def discover(source: str | Path) -> list[str]:
             found.append(str(here))
             dirs.clear()  # a capture folder is a leaf
     if not found:
-        raise ScanInputError(f"{p}: no capture folders (with trace.json or turns.json) found under it")
+        raise ScanInputError(f"{p}: no capture folders (with a trace or turns file) found under it")
     return found
 
 
@@ -127,9 +128,11 @@ class _Rollouts:
         self._peeked: list[Rollout] = []
         self._gen = self._read()
 
-    def __len__(self) -> int:
+    def total(self) -> int | None:
+        """How many rollouts the scan will read: None when unknown (a dataset read row by row
+        without --limit; before, that was reported as 1 and progress read "5/1")."""
         if len(self.specs) == 1 and (self.specs[0].startswith("hf://") or _is_data_file(self.specs[0])):
-            return self.limit or 1
+            return self.limit
         return min(len(self.specs), self.limit) if self.limit else len(self.specs)
 
     def _read(self) -> Iterator[Rollout]:
@@ -271,7 +274,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     else:
         fixed = None
     pick = (lambda r: fixed) if fixed is not None else _TokenizerCache(settings)
-    total = len(rollouts)
+    total = rollouts.total() if hasattr(rollouts, "total") else len(rollouts)
     out: dict[str, Any] = {"turns": [], "totals": {}, "trainer": new_trainer_block(thr)}
     names: dict[str | None, str] = {}
     done = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import random
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -147,7 +148,8 @@ def scripted_steps(task: Task, workdir: Path, commands: list[str] | None = None)
         raise ValueError(f"task {task.task_id} has no reference solution: scripted mode needs a bundled task")
     path = str(Path(workdir) / "solution.py")
     ex = task.visible_tests[0] if task.visible_tests else {"input": "", "output": ""}
-    cmd = f"printf '{ex['input']}' | python3 solution.py".replace("\n", "\\n")
+    # %s and shell quoting: the example's input reaches stdin byte for byte, quotes and % included
+    cmd = f"printf %s {shlex.quote(ex['input'])} | python3 solution.py"
     return [
         *(_tool_call("bash", {"command": c}) for c in (commands or [])),
         _tool_call("write", {"content": task.solution, "filePath": path}),

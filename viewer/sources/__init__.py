@@ -12,6 +12,8 @@ field, offline, gated, missing).
 """
 from __future__ import annotations
 
+import re
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +23,21 @@ from viewer.config import Settings
 from viewer.rollout import Problem, Rollout
 
 __all__ = ["SourceError", "SourceNotFound", "load_source", "open_dataset", "DatasetSource"]
+
+
+def version_key(v: Any) -> tuple:
+    """Order of a row's version (e.g. ``batch_id``): numbers and numeric strings by value,
+    other strings naturally ("v10" after "v9"), missing ones first. (Before, every non-numeric
+    version counted as 1.0, so the last such row won whatever its version.)"""
+    if v is None or isinstance(v, bool):
+        return (0,)
+    if isinstance(v, (int, float)):
+        return (1, float(v))
+    text = str(v).strip()
+    try:
+        return (1, float(text))
+    except ValueError:
+        return (2, tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", text)))
 
 
 class SourceError(Exception):
@@ -78,7 +95,7 @@ class DatasetSource:
         """Dedupe state for formats with a (key, version) pair: newest row per key, hidden rows."""
         if self._versions is None:
             key, ver = self.format.dedupe
-            best: dict[Any, tuple[float, int]] = {}
+            best: dict[Any, tuple[Any, int]] = {}
             every: dict[Any, list[tuple[Any, int]]] = {}
             order: list[Any] = []
             for r, v in self.dataset.scan([key, ver]):
@@ -86,7 +103,7 @@ class DatasetSource:
                     continue
                 k = v.get(key, f"#row{r}")
                 b = v.get(ver)
-                bn = float(b) if isinstance(b, (int, float)) and not isinstance(b, bool) else 1.0
+                bn = version_key(b)
                 if k not in best:
                     order.append(k)
                 every.setdefault(k, []).append((b, r))
