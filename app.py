@@ -4,6 +4,7 @@ import os
 # Offline by default: no analytics or telemetry; set before gradio builds any Blocks.
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")  # tokenizers only: no "PyTorch was not found"
 
 from viewer.config import Settings  # noqa: E402
 from viewer.ui import create_app, launch_kwargs  # noqa: E402

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,17 @@ def test_python_dash_m_viewer_runs():
     agent = [c for c, s in fx.OPENENV_CALLS.items() if s[0] == "main"]
     assert doc["turns"] == len(agent) and doc["reward"] == 0.5
     assert doc["trained_turns"] == sum(1 for c in agent if fx.OPENENV_CALLS[c][2])
+
+
+def test_cli_prints_no_transformers_advice():
+    """`python -m viewer ...` says nothing on stderr on success (before: transformers' "PyTorch was
+    not found" line on every call)."""
+    import subprocess
+    import sys
+
+    from viewer.config import SAMPLE_DIR
+
+    env = {k: v for k, v in os.environ.items() if k != "TRANSFORMERS_NO_ADVISORY_WARNINGS"}
+    r = subprocess.run([sys.executable, "-m", "viewer", "summary", str(SAMPLE_DIR / "qwen3-tiny"), "--json"],
+                       capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and r.stderr == "", r.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,10 @@ from viewer.config import Settings
 from viewer.rollout import Rollout
 
 __all__ = ["main", "build_parser", "summary_of", "tokenizer_name"]
+
+# The viewer needs tokenizers only; transformers' "PyTorch was not found" advice is noise on
+# every CLI call (set before anything imports transformers).
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
 SUMMARY_KEYS = ("format", "model", "tokenizer", "turns", "trained_turns", "filtered_calls", "prompt_tokens",
                 "output_tokens", "trained_tokens", "mean_logprob", "reward")
