@@ -253,8 +253,9 @@ def test_hf_jobs_cancel_reaches_cancel_job_even_when_the_job_prints_nothing(tmp_
     assert kw["flavor"] and kw["secrets"] == {"HF_TOKEN": "hf_SECRET123"}
 
 
-def test_hf_jobs_runner_cancel_is_wired(tmp_path, monkeypatch):
-    """The app's runner: Cancel on an hf-jobs capture reaches the same API call."""
+def _running_remote_capture(tmp_path, monkeypatch, owner=""):
+    """An hf-jobs capture started through the app's runner against an autospec'd HfApi, once the
+    job is being polled: (runner, job id, api)."""
     import itertools
     import threading
 
@@ -266,11 +267,17 @@ def test_hf_jobs_runner_cancel_is_wired(tmp_path, monkeypatch):
     real = hf.run_remote
     monkeypatch.setattr(hf, "run_remote", lambda spec, **kw: real(spec, api=api, poll_s=0.05, **kw))
     runner = CaptureRunner()
-    jid = runner.start(_spec(tmp_path))
+    jid = runner.start(_spec(tmp_path), owner=owner)
     for _ in range(200):
         if api.inspect_job.call_count >= 1:
             break
         threading.Event().wait(0.02)
+    return runner, jid, api
+
+
+def test_hf_jobs_runner_cancel_is_wired(tmp_path, monkeypatch):
+    """The app's runner: Cancel on an hf-jobs capture reaches the same API call."""
+    runner, jid, api = _running_remote_capture(tmp_path, monkeypatch)
     assert runner.cancel(jid)
     runner.wait(jid, timeout=10)
     api.cancel_job.assert_called_once_with(job_id="job-42")
@@ -279,22 +286,9 @@ def test_hf_jobs_runner_cancel_is_wired(tmp_path, monkeypatch):
 
 def test_only_the_starting_session_can_cancel(tmp_path, monkeypatch):
     """Another browser session (a ?job= link) may watch a capture but not cancel it."""
-    import itertools
     import threading
 
-    import viewer.capture.hf_jobs as hf
-    from viewer.capture.runner import CaptureRunner
-
-    api = _autospec_api(itertools.repeat("RUNNING"))
-    api.fetch_job_logs.side_effect = lambda **kw: iter(["booting"])
-    real = hf.run_remote
-    monkeypatch.setattr(hf, "run_remote", lambda spec, **kw: real(spec, api=api, poll_s=0.05, **kw))
-    runner = CaptureRunner()
-    jid = runner.start(_spec(tmp_path), owner="session-a")
-    for _ in range(200):
-        if api.inspect_job.call_count >= 1:
-            break
-        threading.Event().wait(0.02)
+    runner, jid, api = _running_remote_capture(tmp_path, monkeypatch, owner="session-a")
     assert runner.cancel(jid, owner="session-b") is False
     threading.Event().wait(0.3)
     assert runner.running(jid) and not api.cancel_job.called  # still running, the paid job untouched
