@@ -2,7 +2,8 @@
 .PHONY: setup app test bench
 setup:
 	bash scripts/setup.sh
-app: setup
+app:  # the viewer only (about a minute on a fresh clone); captures need `make setup`
+	APP_ONLY=1 bash scripts/setup.sh
 	.venv/bin/python app.py
 test: setup
 	bash scripts/test.sh

@@ -3,17 +3,22 @@
 # - Debian packages the tests need (chromium for browser tests, ripgrep for opencode).
 # - A virtual environment at .venv with requirements-dev.txt, reinstalled only when
 #   the requirement files change (hash stamp).
+# APP_ONLY=1 (what `make app` uses): just the viewer's own .venv, so a fresh clone serves the
+# app within about a minute; captures need `make setup` (the vLLM env, opencode, the sandbox).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PY=${PYTHON:-python3}
+APP_ONLY=${APP_ONLY:-0}
 
 need_apt=()
-command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
-command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)
-# the agent's sandbox (viewer/capture/sandbox.py): namespaces + the proxy forwarded into them
-command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
-command -v socat >/dev/null 2>&1 || need_apt+=(socat)
+if [ "$APP_ONLY" != 1 ]; then
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium fonts-dejavu-core)
+  command -v rg >/dev/null 2>&1 || need_apt+=(ripgrep)
+  # the agent's sandbox (viewer/capture/sandbox.py): namespaces + the proxy forwarded into them
+  command -v bwrap >/dev/null 2>&1 || need_apt+=(bubblewrap)
+  command -v socat >/dev/null 2>&1 || need_apt+=(socat)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: apt-get install ${need_apt[*]}"
@@ -34,5 +39,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     | { grep -v "WARNING: Location" || true; }
   echo "$want" > "$stamp"
 fi
+[ "$APP_ONLY" = 1 ] && exit 0
 bash scripts/setup_capture.sh  # vLLM (CPU/GPU) env + opencode for live capture; CAPTURE_SETUP=0 skips
 bash scripts/setup_oracle.sh  # .venv-trl: TRL 1.14.0 + 1.16.0 side by side as the test oracle; ORACLE_SETUP=0 skips
