@@ -11,12 +11,24 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
-from requires import need  # noqa: E402
+from requires import in_ci, need  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 REALDATA = REPO.parent / "shared" / "realdata"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI every skip is a failure: a part the set-up installs (chromium, the capture
+    environment, the TRL oracle, realdata, the sandbox) being missing must not pass green."""
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and in_ci() and not hasattr(rep, "wasxfail"):
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.outcome = "failed"
+        rep.longrepr = f"CI: skipped, and a skip is not a pass: {reason}"
 DATA = Path(__file__).resolve().parent / "data"
 
 
