@@ -241,12 +241,13 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     """
     from viewer import drift
     from viewer.drift.scan import merge_trainer, new_trainer_block
+    from viewer.drift.trainer import check_args
     from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
 
     settings = settings or Settings()
     thr = fork_threshold
     try:  # a wrong trainer name is a usage error before anything is read
-        drift.choose_spec(Rollout(source="", format=""), trainer, train_turns, thr)
+        check_args(trainer, train_turns, thr)
     except drift.TrainerSpecError as e:
         raise ScanInputError(str(e), not_found=True) from e
     if isinstance(source, Rollout):

@@ -13,7 +13,7 @@ from typing import Any
 from viewer.drift.causes import classify_divergence, common_prefix
 from viewer.drift.checks import _need_tokenizer, _oov_reason, _render_text, _roundtrip_result, _template_unchecked
 from viewer.drift.checks import prefix_audit
-from viewer.drift.trainer import TrainerRows, choose_spec, trainer_rows
+from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_rows
 from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import token_table
 
@@ -29,7 +29,7 @@ class _TrainerChoice:
     fork_threshold: int | None
 
     def check(self) -> None:
-        choose_spec(Rollout(source="", format=""), self.mode, self.train_turns, self.fork_threshold)
+        check_args(self.mode, self.train_turns, self.fork_threshold)
 
     def rows(self, r: Rollout, tok) -> TrainerRows:
         return trainer_rows(r, choose_spec(r, self.mode, self.train_turns, self.fork_threshold), tok)

@@ -27,7 +27,7 @@ from viewer.drift.rows import FORK_THRESHOLD_TOKENS, Rows, Tally, TrainerTurn, s
 from viewer.rollout import Rollout, Turn
 
 __all__ = ["MESSAGE", "CONTRACT", "MODES", "TRAIN_TURNS", "TRL_VERSIONS", "TrainerSpec", "TrainerSpecError", "Excluded",
-           "TrainerRows", "choose_spec", "trainer_inputs", "trainer_rows"]
+           "TrainerRows", "check_args", "choose_spec", "trainer_inputs", "trainer_rows"]
 
 MESSAGE, CONTRACT = "trl-message", "trl-contract"
 MODES = (MESSAGE, CONTRACT)
@@ -125,17 +125,11 @@ def _has_engine_prompts(rollout: Rollout) -> bool:
     return bool(agent) and all(t.prompt_source == "engine" and t.prompt_ids for t in agent)
 
 
-def choose_spec(rollout: Rollout, mode: str | None = None, train_turns: str | None = None,
-                fork_threshold: int | None = None) -> TrainerSpec:
-    """The spec the user named, or what ``rollout`` supports (and the reason, for UI/CLI/JSON).
-
-    ``fork_threshold`` None = the one the trainer really runs with (:data:`DEFAULT_FORK_THRESHOLD`)."""
+def check_args(mode: str | None = None, train_turns: str | None = None, fork_threshold: int | None = None) -> None:
+    """TrainerSpecError when the named trainer, train-turn rule or threshold cannot be used
+    (callers check before reading anything: a usage error, not a per-rollout one)."""
     if fork_threshold is not None and int(fork_threshold) < 0:
         raise TrainerSpecError(f"fork threshold must be ≥ 0, got {fork_threshold}")
-
-    def thr(m: str) -> int:
-        return DEFAULT_FORK_THRESHOLD[m] if fork_threshold is None else int(fork_threshold)
-
     if mode is not None and mode not in MODES:
         raise TrainerSpecError(f"unknown trainer {mode!r}: use one of {', '.join(MODES)}")
     if train_turns is not None and train_turns not in TRAIN_TURNS:
@@ -143,6 +137,18 @@ def choose_spec(rollout: Rollout, mode: str | None = None, train_turns: str | No
     if mode == CONTRACT and train_turns is not None:
         raise TrainerSpecError("--train-turns applies to trl-message only; trl-contract trains by per-token "
                                "loss masks")
+
+
+def choose_spec(rollout: Rollout, mode: str | None = None, train_turns: str | None = None,
+                fork_threshold: int | None = None) -> TrainerSpec:
+    """The spec the user named, or what ``rollout`` supports (and the reason, for UI/CLI/JSON).
+
+    ``fork_threshold`` None = the one the trainer really runs with (:data:`DEFAULT_FORK_THRESHOLD`)."""
+    check_args(mode, train_turns, fork_threshold)
+
+    def thr(m: str) -> int:
+        return DEFAULT_FORK_THRESHOLD[m] if fork_threshold is None else int(fork_threshold)
+
     if mode is not None:
         return TrainerSpec(mode, PER_TOKEN_MASK if mode == CONTRACT else (train_turns or "tool-calls"), thr(mode),
                            auto=False, reason="named by the user")

@@ -20,7 +20,7 @@ import pandas as pd
 
 from .. import plots, render
 from ..config import Settings
-from ..drift import CAUSES, MODES, TRAIN_TURNS, TrainerSpecError, choose_spec, turn_report
+from ..drift import CAUSES, MODES, TRAIN_TURNS, choose_spec, turn_report
 from ..drift_cli import SCAN_COLUMNS, ScanInputError, scan_source, scan_table
 from ..sources import SourceError
 from ..sources.upload import resolve_user_path
@@ -62,13 +62,11 @@ TRAINERS = [AUTO, *MODES]
 
 
 def _spec(rollout, trainer: str | None, train_turns: str | None):
-    """The trainer the Drift screen's selectors name (auto: :func:`choose_spec`'s pick)."""
+    """The trainer the Drift screen's selectors name (auto: :func:`choose_spec`'s pick). Values
+    the selectors cannot hold fall back to auto, so choose_spec never sees a bad name."""
     mode = trainer if trainer in MODES else None
     turns = train_turns if mode == "trl-message" and train_turns in TRAIN_TURNS else None
-    try:
-        return choose_spec(rollout, mode, turns)
-    except TrainerSpecError:
-        return choose_spec(rollout)
+    return choose_spec(rollout, mode, turns)
 
 
 def _report(store, key: str | None, index, trainer: str | None = None,
