@@ -192,11 +192,12 @@ class _Builder:
             return "REALIGN", matched, drift
         return "FORK", matched, drift
 
-    def append_turn(self, t: TrainerTurn, kind: str) -> tuple[int, int | None]:
-        """Append ``t`` as CLEAN or REALIGN; return how many mask-1 tokens a REALIGN overwrote, and whose."""
+    def append_turn(self, t: TrainerTurn, kind: str, matched: int = 0) -> tuple[int, int | None]:
+        """Append ``t`` as CLEAN or REALIGN (``matched``: the common prefix :meth:`classify` found;
+        TRL computes it again, to the same value); return how many mask-1 tokens a REALIGN
+        overwrote, and whose."""
         r, lost, owner = self.row, 0, None
         if kind == "REALIGN":
-            matched = common_prefix(r.input_ids, t.prompt_ids)
             tail = t.prompt_ids[matched:]
             lost = sum(1 for m in r.completion_mask[matched:] if m)
             owner = next((s.turn for s in reversed(r.spans) if s.part == "output" and s.end > matched), None)
@@ -255,7 +256,7 @@ def _chain_one(builders: list[_Builder], t: TrainerTurn, v: TurnVerdict, verdict
         builders.append(_Builder(fork_threshold, validate))
         builders[-1].append_turn(t, "CLEAN")
         return
-    lost, v.lost_from_turn = b.append_turn(t, kind)
+    lost, v.lost_from_turn = b.append_turn(t, kind, v.matched)
     if lost:
         v.tokens_losing_gradient = lost
         owner = next((pv for pv in reversed(verdicts) if pv.turn == v.lost_from_turn), None)
