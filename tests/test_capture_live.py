@@ -341,8 +341,6 @@ def test_app_shutdown_mid_capture_leaves_nothing(vllm, tmp_path):
     import signal
     import subprocess
 
-    from viewer.capture.procs import mark_env  # noqa: F401  (the marker the app's capture uses)
-
     port = _free_port()
     out_root = tmp_path / "captures"
     code = ("import app, threading, time\n"

@@ -7,7 +7,7 @@ import hashlib
 import json
 import shutil
 
-from viewer.capture.job import outcome_notes
+from viewer.capture.artefacts import outcome_notes
 from viewer.capture.tokfiles import locate, verify, write
 from viewer.config import SAMPLE_DIR
 from viewer.tokenizer import resolve_tokenizer

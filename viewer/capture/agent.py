@@ -7,6 +7,7 @@ process group killed at the end. opencode's NDJSON event log (``--format json``)
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -137,7 +138,7 @@ def run_opencode(instruction: str, workdir: Path, home: Path, proxy_url: str, mo
                                                    sandboxed=sandbox is not None), indent=2))
     cmd = [str(exe), "run", "--format", "json", "--model", f"{PROVIDER}/{model}"]
     if sandbox is not None:
-        sandbox.read_only = (*sandbox.read_only, exe.resolve().parent)
+        sandbox = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, exe.resolve().parent))
         cmd = sandbox.wrap(cmd)
     t0 = time.perf_counter()
     status, message = "ok", ""
