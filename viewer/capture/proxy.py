@@ -323,13 +323,10 @@ def _slim_response(resp: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _shape(r: httpx.Response) -> str:
+def _shape(r: httpx.Response, first: bytes) -> str:
     """What an upstream answer looked like, for an error message: content type and the first bytes."""
     ctype = r.headers.get("content-type") or "no content type"
-    try:
-        head = r.content[:60].decode("utf-8", "replace")
-    except httpx.ResponseNotRead:
-        head = ""
+    head = first[:60].decode("utf-8", "replace")
     return f"{ctype}" + (f" ({head!r}…)" if head else "")
 
 
@@ -421,7 +418,7 @@ def make_app(cfg: ProxyConfig, recorder: Recorder, on_record: Callable[[dict[str
                 ch = (resp.get("choices") or [{}])[0]
             except (ValueError, AttributeError, IndexError):
                 emit(fail(r.status_code, _error_obj(r.content),
-                          f"upstream answered HTTP {r.status_code} with {_shape(r)}, not a chat.completion JSON"))
+                          f"upstream answered HTTP {r.status_code} with {_shape(r, r.content)}, not a chat.completion JSON"))
                 return Response(r.content, r.status_code, media_type=r.headers.get("content-type"))
             entries = ((ch.get("logprobs") or {}).get("content")) or []
             emit(build_record(turn, kind, fwd, _slim_response(resp), resp.get("prompt_token_ids"), ch.get("token_ids"),
@@ -462,9 +459,8 @@ def make_app(cfg: ProxyConfig, recorder: Recorder, on_record: Callable[[dict[str
                                    asm.finish_reason, started, t0)
                 if cut is None and not asm.done:
                     cut = ("stream cut: upstream closed the stream before [DONE]" if asm.events else
-                           f"upstream answered HTTP {up.status_code} with "
-                           f"{up.headers.get('content-type') or 'no content type'} "
-                           f"({asm.first.decode('utf-8', 'replace')!r}…), not an SSE stream (no data: events)")
+                           f"upstream answered HTTP {up.status_code} with {_shape(up, asm.first)}, "
+                           "not an SSE stream (no data: events)")
                 if asm.error is not None:
                     rec["upstream_error"] = asm.error
                     rec["error"] = "upstream error inside the stream"
