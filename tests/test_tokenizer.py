@@ -466,3 +466,49 @@ def test_table_bytes_match_quicktok_for_every_id(qt, table):
     assert qt.n_vocab == table.vocab_size
     bad = [i for i in range(table.vocab_size) if table.bytes_of(i) != qt.decode_single_token_bytes(i)]
     assert bad == []
+
+
+def test_corrupt_cached_hub_tokenizer_is_reported_not_called_offline(tmp_path):
+    """A Hub tokenizer that IS in the local cache but cannot be loaded (a damaged download) is
+    reported as such; before, every failure read "needs network access". Runs in a subprocess
+    because huggingface_hub reads HF_HUB_CACHE at import."""
+    import subprocess
+    import sys
+
+    snap = tmp_path / "hub" / "models--acme--tok" / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (snap / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE", "vocab": ')  # truncated
+    (snap / "tokenizer_config.json").write_text("{}")
+    refs = tmp_path / "hub" / "models--acme--tok" / "refs"
+    refs.mkdir()
+    (refs / "main").write_text("a" * 40)
+    code = ("from viewer.tokenizer import resolve_tokenizer\n"
+            "c = resolve_tokenizer('Qwen/Qwen3-8B', override='acme/tok')\n"
+            "print(c.source); print(c.message)")
+    env = {**__import__("os").environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+    assert out.returncode == 0, out.stderr[-2000:]
+    source, message = out.stdout.strip().split("\n", 1)
+    assert "damaged download" in message and "acme/tok" in message
+    assert "need network" not in message
+    assert source == "bundled-qwen3"  # still falls back to the model's tokenizer
+
+
+def test_tokenizer_for_precedence(qwen3, saved_dir, tmp_path):
+    """One owner of the choice: explicit override > the tokenizer setting > the capture's own > the model's."""
+    import shutil
+
+    from viewer.config import Settings
+    from viewer.rollout import Rollout
+    from viewer.tokenizer import tokenizer_for
+
+    cap = tmp_path / "cap"
+    shutil.copytree(saved_dir, cap / "tokenizer")
+    (cap / "trace.json").write_text("[]")
+    r = Rollout(source=str(cap / "trace.json"), format="capture", model="Qwen/Qwen3-8B")
+    assert tokenizer_for(r, Settings()).source == "capture-folder"  # the folder the file was read from
+    assert tokenizer_for(r, Settings(tokenizer="qwen3")).source == "bundled-qwen3"
+    assert tokenizer_for(r, Settings(tokenizer="qwen3"), str(saved_dir)).source == "local-dir"
+    r2 = Rollout(source="hf://datasets/a/b", format="capture", model="Qwen/Qwen3-8B")
+    assert tokenizer_for(r2, Settings()).source == "bundled-qwen3"

@@ -51,9 +51,9 @@ def _is_data_file(spec: str) -> bool:
 
 
 def _is_capture(p: Path) -> bool:
-    from viewer.sources.capture import TRACE_NAMES, TURNS_NAMES  # the reader's own list: what `summary` opens, drift scans
+    from viewer.sources.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
 
-    return p.is_dir() and any((p / f).is_file() for f in (*TRACE_NAMES, *TURNS_NAMES))
+    return is_capture_dir(p)
 
 
 def discover(source: str | Path) -> list[str]:
@@ -179,13 +179,6 @@ def iter_rollouts(source: str | Path, settings: Settings | None = None, limit: i
     return _Rollouts(discover(source), settings or Settings(), limit)
 
 
-def _capture_dir(r: Rollout) -> Path | None:
-    p = Path(r.source) if r.source and not str(r.source).startswith("hf://") else None
-    if p is None or not p.exists():
-        return None
-    return p if p.is_dir() else p.parent
-
-
 def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
     """Add one scan result's totals into another (ints summed, dicts merged by key)."""
     for k, v in part.items():
@@ -207,13 +200,14 @@ class _TokenizerCache:
         self._cache: dict[tuple[str | None, str | None], Any] = {}
 
     def __call__(self, r: Rollout):
-        from viewer.tokenizer import resolve_tokenizer
+        from viewer.sources.layout import TOKENIZER_DIR
+        from viewer.tokenizer import capture_dir_of, tokenizer_for
 
-        cap = _capture_dir(r)
-        own = cap / "tokenizer" if cap is not None and (cap / "tokenizer" / "tokenizer.json").is_file() else None
+        cap = capture_dir_of(r)
+        own = cap / TOKENIZER_DIR if cap is not None and (cap / TOKENIZER_DIR / "tokenizer.json").is_file() else None
         key = (r.model, str(own) if own else None)
         if key not in self._cache:
-            self._cache[key] = resolve_tokenizer(r.model, self.settings.tokenizer or None, capture_dir=cap)
+            self._cache[key] = tokenizer_for(r, self.settings, capture_dir=cap)
         return self._cache[key]
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 from .rollout import Turn
-from .tokenizer import texts_from_output_bytes
+from .tokenizer import texts_without_tokenizer
 
 __all__ = ["TokenTexts", "TurnTokens", "turn_tokens"]
 
@@ -48,7 +48,7 @@ def turn_tokens(turn: Turn, table: TokenTexts | None) -> TurnTokens:
         alt = dict(zip(alt_ids, table.texts(alt_ids))) if alt_ids else {}
         return TurnTokens(ids, table.texts(ids), table.special(ids), p, True,
                           table.out_of_vocab(ids), alt)
-    texts = [f"⟨{i}⟩" for i in turn.prompt_ids] + texts_from_output_bytes(turn.output_bytes, turn.output_ids)
+    texts = texts_without_tokenizer(turn.prompt_ids, turn.output_ids, turn.output_bytes)
     alt = {a.id: a.token or f"⟨{a.id}⟩" for alts in (turn.top_logprobs or []) for a in alts
            if a.id is not None and a.token and not a.token.startswith("token_id:")}
     return TurnTokens(ids, texts, [False] * len(ids), p, False, [], alt)

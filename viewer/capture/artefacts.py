@@ -18,7 +18,7 @@ def derive_turns(folder: Path) -> tuple[list[dict[str, Any]], Any, list[str]]:
     tokenizer and template (``folder/tokenizer``, else the model's), never a fixed one; when that
     fails the entry says ``prompt_ids_source: "none"`` and the problem says why."""
     from viewer.sources.capture import read_capture
-    from viewer.tokenizer import render_prompt_ids, resolve_tokenizer
+    from viewer.tokenizer import render_prompt_ids, tokenizer_for
 
     ro = read_capture(folder)
     entries, problems = [], []
@@ -29,7 +29,7 @@ def derive_turns(folder: Path) -> tuple[list[dict[str, Any]], Any, list[str]]:
         prompt_ids, source = list(t.prompt_ids), "engine"
         if not prompt_ids and t.messages:
             if choice is None:
-                choice = resolve_tokenizer(ro.model, capture_dir=Path(folder))
+                choice = tokenizer_for(ro, capture_dir=Path(folder))
             if choice.tokenizer is None:
                 prompt_ids, source = [], "none"
                 problems.append(f"call {t.call}: no engine prompt ids, and no tokenizer to render them "

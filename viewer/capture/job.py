@@ -32,13 +32,13 @@ from viewer.capture import tokfiles
 from viewer.capture.procs import capture_tag, kill_marked, popen, stop_group
 from viewer.capture.proxy import ProxyConfig, ProxyServer, Script, read_records
 from viewer.capture.reward import score
+from viewer.sources.layout import ARTEFACTS, PROXY_TRACE
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
 
 __all__ = ["CaptureSpec", "CaptureJob", "ARTEFACTS", "derive_turns", "outcome_notes", "write_trace_artefacts",
            "run_capture"]
 
-ARTEFACTS = ("trace.json", "turns.json", "task.json", "visible_tests.txt", "held_out_tests.json", "summary.json",
-             "proxy_trace.jsonl", "agent_log.jsonl")
+
 PHASES = ("setup", "server", "agent", "rescore", "reward", "artefacts")
 
 
@@ -248,7 +248,7 @@ class CaptureJob:
                 bias = {}
 
             t0 = self._enter("agent")
-            cfg = ProxyConfig(upstream=url, trace_path=self.out / "proxy_trace.jsonl", top_logprobs=s.top_logprobs,
+            cfg = ProxyConfig(upstream=url, trace_path=self.out / PROXY_TRACE, top_logprobs=s.top_logprobs,
                               script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {},
                               logit_bias=bias)
             self._proxy = ProxyServer(cfg, on_record=lambda r: self.log(
@@ -276,7 +276,7 @@ class CaptureJob:
                 t0 = self._enter("rescore")
                 from viewer.capture.rescore import rescore_records
 
-                self._records = read_records(self.out / "proxy_trace.jsonl")
+                self._records = read_records(self.out / PROXY_TRACE)
                 n = rescore_records(self._records, url, s.top_logprobs,
                                     backend.headers() if isinstance(backend, Endpoint) else {})
                 self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
@@ -409,7 +409,7 @@ class CaptureJob:
 
     def _write_artefacts(self, task, agent_res, reward, backend, served, failed_phase, server_log) -> dict[str, Any]:
         s = self.spec
-        records = self._records if self._records is not None else read_records(self.out / "proxy_trace.jsonl")
+        records = self._records if self._records is not None else read_records(self.out / PROXY_TRACE)
         derived = write_trace_artefacts(self.out, records)
         rec = self._proxy.recorder if self._proxy else None
         upstream_errors = [r for r in records if r.get("error") or r.get("upstream_status")]

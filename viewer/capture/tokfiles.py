@@ -13,13 +13,17 @@ model falls back to the bundled offline Qwen3 files.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+from viewer.sources.layout import TOKENIZER_DIR
+from viewer.tokenizer.choice import sha256_file, verify_capture_tokenizer
+
 __all__ = ["FILES", "locate", "write", "verify"]
+
+# the viewer checks the hashes when it loads the folder (one implementation, next to the choice)
+verify = verify_capture_tokenizer
 
 # what makes a tokenizer + chat template whole (present ones are copied)
 FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
@@ -67,38 +71,14 @@ def locate(*candidates: str | Path | None, online: bool = False) -> tuple[Path |
     return None, "no tokenizer found for " + (", ".join(tried) or "this capture")
 
 
-def _sha256(p: Path) -> str:
-    return hashlib.sha256(p.read_bytes()).hexdigest()
-
-
 def write(out: Path, src: Path, source: str) -> dict[str, Any]:
     """Copy ``src``'s tokenizer files into ``out/tokenizer``; the ``summary.json`` record."""
-    dest = Path(out) / "tokenizer"
+    dest = Path(out) / TOKENIZER_DIR
     dest.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     for name in FILES:
         f = Path(src) / name
         if f.is_file():
             shutil.copyfile(f, dest / name)
-            files[name] = _sha256(dest / name)
-    return {"source": source, "folder": "tokenizer", "files": files}
-
-
-def verify(capture_dir: Path) -> str | None:
-    """Compare ``tokenizer/`` with the sha256s ``summary.json`` recorded: None when they match
-    (or nothing was recorded), else what differs."""
-    try:
-        rec = json.loads((Path(capture_dir) / "summary.json").read_text()).get("tokenizer")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
-        return None
-    bad = []
-    for name, want in rec["files"].items():
-        f = Path(capture_dir) / "tokenizer" / name
-        if not f.is_file():
-            bad.append(f"{name} missing")
-        elif _sha256(f) != want:
-            bad.append(f"{name} changed")
-    return ("the capture's tokenizer files differ from what it recorded when it was made: " + ", ".join(bad)
-            if bad else None)
+            files[name] = sha256_file(dest / name)
+    return {"source": source, "folder": TOKENIZER_DIR, "files": files}

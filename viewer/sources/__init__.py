@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from viewer.config import Settings
 from viewer.rollout import Problem, Rollout
+from viewer.sources.layout import RECORD_NAMES
 
 __all__ = ["SourceError", "SourceNotFound", "load_source", "open_dataset", "DatasetSource"]
 
@@ -53,7 +54,7 @@ class SourceNotFound(SourceError):
 
 
 _CAPTURE_WRAPPERS = {"trace", "proxy_turns", "turns", "records", "entries"}
-_CAPTURE_NAMES = {"trace.json", "trace.jsonl", "proxy_trace.jsonl", "proxy_trace.json", "turns.json", "turns.jsonl"}
+_CAPTURE_NAMES = frozenset(RECORD_NAMES)
 _CAPTURE_KEYS = {"request", "response", "completion_tokens", "completion_token_ids", "logprobs", "per_token_logps",
                  "prompt_token_ids", "loss_mask", "output_ids", "prompt_ids", "mask"}
 
@@ -189,7 +190,7 @@ class DatasetSource:
 
 
 def _choose_format(label: str, columns: list[str], first: Any, fmt: str | None):
-    from viewer.sources.formats import detect_formats, get_format, unknown_format_message
+    from viewer.sources.registry import detect_formats, get_format, unknown_format_message
 
     cols = set(columns)
     if fmt and fmt != "auto":
@@ -292,7 +293,7 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
             return DatasetSource(str(p), settings, capture=p)
         if format == "capture" or first is None or _capture_like(first) or p.name in _CAPTURE_NAMES:
             return DatasetSource(str(p), settings, capture=p)
-        from viewer.sources.formats import detect_formats
+        from viewer.sources.registry import detect_formats
 
         if isinstance(first, dict) and not detect_formats(set(first), first) and set(first) & _CAPTURE_KEYS:
             return DatasetSource(str(p), settings, capture=p)  # the capture reader names what is wrong

@@ -24,14 +24,12 @@ from viewer.rollout import Problem, Rollout, Turn
 from viewer.sources.columns import (BytesColumn, Checked, TopLogprobColumn, check_ids, check_logprobs,
                                     check_mask, ids_from_token_strings)
 from viewer.sources.jsonio import RecordFile, read_document, read_records
+from viewer.sources.layout import TRACE_NAMES, TURNS_NAMES
 from viewer.turns import classify_calls, derive_training, kind_from_label
 
 __all__ = ["TRACE_NAMES", "TURNS_NAMES", "CaptureFiles", "find_capture_files", "read_capture",
            "is_turns_record", "CaptureUnreadable"]
 
-# File names tried in a folder, first match wins (the seed layout first, then raw proxy logs).
-TRACE_NAMES = ("trace.json", "trace.jsonl", "proxy_trace.jsonl", "proxy_trace.json")
-TURNS_NAMES = ("turns.json", "turns.jsonl")
 INSTRUCTION_KEYS = ("instruction", "prompt", "problem", "question", "task", "description")
 REWARD_KEYS = ("reward", "verifier_fraction", "score", "pass_rate", "fraction_passed")
 _TRACE_KEYS = ("request", "response", "completion_tokens", "completion_token_ids", "logprobs",

@@ -1,10 +1,10 @@
-"""Row formats: the registry, detection from fields (FORMATS.md §7), and shared helpers.
+"""Row formats: the base every format module imports (docs/FORMATS.md §7).
 
 A :class:`RowFormat` is one trace format whose dataset holds one rollout (or one model
 call) per row. Its module (``opencode``, ``harbor``, ``atif``, ``agentcap``,
 ``messages``, ``contract``) parses a row into a :class:`~viewer.sources.derive.Conversation`
-and summarises a row for the row table. Detection looks at the column names and the
-first row; several formats may match (the first one wins, the others are offered).
+and summarises a row for the row table. This module imports no format module: the list of
+formats and detection live in :mod:`viewer.sources.registry`.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any, Callable
 from viewer.sources.derive import Conversation
 from viewer.sources.rowdata import RowReadError
 
-__all__ = ["RowFormat", "RowRef", "all_formats", "get_format", "detect_formats", "unknown_format_message",
-           "as_json", "as_float", "text_of", "SUMMARY_FIELDS", "RowReadError"]
+__all__ = ["RowFormat", "RowRef", "as_json", "as_float", "text_of", "conversation_size", "SUMMARY_FIELDS",
+           "RowReadError"]
 
 SUMMARY_FIELDS = ("agent", "model", "task", "reward", "result", "turns", "length")
 
@@ -46,38 +46,6 @@ class RowFormat:
     light: tuple[str, ...] = ()  # cheap columns: enough to summarise light_fields
     light_fields: frozenset[str] = field(default_factory=frozenset)
     dedupe: tuple[str, str] | None = None  # (key column, version column): keep the highest version
-
-
-def all_formats() -> list[RowFormat]:
-    from viewer.sources import agentcap, atif, contract, harbor, messages, opencode
-
-    return [atif.FORMAT, opencode.FORMAT, agentcap.FORMAT, harbor.FORMAT, contract.FORMAT, messages.FORMAT]
-
-
-def get_format(name: str) -> RowFormat:
-    for f in all_formats():
-        if f.name == name:
-            return f
-    raise KeyError(f"unknown format {name!r}; known: {', '.join(f.name for f in all_formats())}")
-
-
-def detect_formats(columns: set[str], first: dict[str, Any] | None) -> list[RowFormat]:
-    out = []
-    for f in all_formats():
-        try:
-            if f.detect(columns, first):
-                out.append(f)
-        except Exception:  # a detector must never take the dispatcher down
-            continue
-    return out
-
-
-def unknown_format_message(label: str, columns: set[str] | list[str]) -> str:
-    cols = sorted(columns)
-    shown = ", ".join(cols[:30]) + (f", … ({len(cols)} in all)" if len(cols) > 30 else "")
-    known = "; ".join(f"{f.name} ({f.title})" for f in all_formats())
-    return (f"{label}: unknown format; fields found: {shown or '(none)'}. "
-            f"Known row formats: {known}; plus capture folders / trace.json / turns.json.")
 
 
 # --------------------------------------------------------------------------- helpers

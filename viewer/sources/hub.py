@@ -24,14 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from viewer.sources.layout import CAPTURE_FILES, RECORD_NAMES
 from viewer.sources.rowdata import DataFile, data_kind
 
 __all__ = ["HubSpec", "parse_hf", "use_filesystem", "hub_filesystem", "HubError", "HubNotFound",
            "CAPTURE_FILES", "list_files", "select_data_files", "fetch_capture", "hub_call"]
 
-CAPTURE_FILES = ("trace.json", "trace.jsonl", "proxy_trace.jsonl", "proxy_trace.json", "turns.json", "turns.jsonl",
-                 "task.json", "visible_tests.txt", "held_out_tests.json", "summary.json")
-_MARKERS = CAPTURE_FILES[:6]
+_MARKERS = RECORD_NAMES
 _SPEC = re.compile(r"^hf://datasets/([^/@\s]+)/([^/@\s]+)(?:@([^/\s]+))?(?:/(.*))?$")
 _FS: list[Any] = []
 

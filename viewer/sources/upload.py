@@ -20,12 +20,12 @@ from pathlib import Path, PurePosixPath
 
 from viewer.config import Settings
 from viewer.rollout import Problem
+from viewer.sources.layout import RECORD_NAMES
 
 __all__ = ["resolve_user_path", "intake_upload", "Intake", "UploadRefused", "MAX_ZIP_ENTRIES"]
 
 MAX_ZIP_ENTRIES = 10_000
 _CHUNK = 1 << 20
-_MARKERS = ("trace.json", "turns.json", "trace.jsonl", "turns.jsonl", "proxy_trace.jsonl")
 
 
 class UploadRefused(ValueError):
@@ -179,7 +179,7 @@ def _copy_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, total
 
 def _capture_root(dest: Path, files: list[Path]) -> Path:
     """The shallowest folder holding a trace/turns file; else the only file; else ``dest``."""
-    hits = sorted((p for p in files if p.name in _MARKERS), key=lambda p: (len(p.parts), str(p)))
+    hits = sorted((p for p in files if p.name in RECORD_NAMES), key=lambda p: (len(p.parts), str(p)))
     if hits:
         return hits[0].parent
     if len(files) == 1:

@@ -17,6 +17,7 @@ import gradio as gr
 from .. import plots, render
 from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
+from ..sources.layout import is_capture_dir
 from ..sources.upload import UPLOAD_PREFIX, intake_upload, resolve_user_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
 from .store import Opened, RolloutStore
@@ -30,8 +31,7 @@ TOKEN_VIEW_TEMPLATE = ("<div class='ri-tv'><div class='ri-tv-bar'></div><div cla
 def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
     if not sample_dir.is_dir():
         return []
-    return sorted(p.name for p in sample_dir.iterdir()
-                  if p.is_dir() and ((p / "trace.json").exists() or (p / "turns.json").exists()))
+    return sorted(p.name for p in sample_dir.iterdir() if is_capture_dir(p))
 
 
 @dataclass

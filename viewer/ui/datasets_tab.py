@@ -19,7 +19,7 @@ from ..config import Settings
 from ..row_browser import ROW_COLUMNS, SORT_KEYS, Filters, browse_page
 from ..sources import DatasetSource, SourceError, open_dataset
 from .browse import dataset_link
-from ..sources.formats import all_formats
+from ..sources.registry import all_formats
 from ..sources.upload import resolve_user_path
 
 __all__ = ["build", "PAGE_SIZE"]

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..config import Settings
 from ..rollout import Rollout
 from ..sources import load_source
-from ..tokenizer import TokenizerChoice, resolve_tokenizer, token_table
+from ..tokenizer import TokenizerChoice, token_table, tokenizer_for
 
 __all__ = ["Opened", "RolloutStore"]
 
@@ -83,8 +83,7 @@ class RolloutStore:
 
     def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
                         override: str) -> Opened:
-        choice = resolve_tokenizer(rollout.model, override or self.settings.tokenizer or None,
-                                   capture_dir=capture_dir)
+        choice = tokenizer_for(rollout, self.settings, override, capture_dir=capture_dir)
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
         return Opened(key, rollout, path, choice, table)
 

@@ -1,0 +1,71 @@
+"""The row formats, in detection order, and detection from fields (docs/FORMATS.md §7).
+
+Detection looks at the column names and the first row; several formats may match (the
+first one wins, the others are offered). A new format is one module that defines
+``FORMAT = RowFormat(...)`` plus one line in :data:`BUILTIN` below; a format shipped by
+another package registers under the ``rollout_inspector.formats`` entry-point group
+(the entry point names a module or a ``RowFormat``), after the built-in ones.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+from importlib.metadata import entry_points
+from typing import Any
+
+from viewer.sources import agentcap, atif, contract, harbor, messages, opencode
+from viewer.sources.formats import RowFormat
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "all_formats", "get_format", "detect_formats", "unknown_format_message"]
+
+ENTRY_POINT_GROUP = "rollout_inspector.formats"
+# Order matters: the first detected format wins (the stricter, more specific ones first).
+BUILTIN: tuple[RowFormat, ...] = (atif.FORMAT, opencode.FORMAT, agentcap.FORMAT, harbor.FORMAT, contract.FORMAT,
+                                  messages.FORMAT)
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _plugins() -> tuple[RowFormat, ...]:
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+            fmt = getattr(obj, "FORMAT", obj)
+            if not isinstance(fmt, RowFormat):
+                raise TypeError(f"{ep.value} is not a RowFormat (nor a module defining FORMAT)")
+            out.append(fmt)
+        except Exception as e:  # a broken plug-in must not take the built-in formats down
+            log.warning("row format plug-in %s not loaded: %s: %s", ep.name, type(e).__name__, e)
+    return tuple(out)
+
+
+def all_formats() -> list[RowFormat]:
+    known = {f.name for f in BUILTIN}
+    return [*BUILTIN, *(f for f in _plugins() if f.name not in known)]
+
+
+def get_format(name: str) -> RowFormat:
+    for f in all_formats():
+        if f.name == name:
+            return f
+    raise KeyError(f"unknown format {name!r}; known: {', '.join(f.name for f in all_formats())}")
+
+
+def detect_formats(columns: set[str], first: dict[str, Any] | None) -> list[RowFormat]:
+    out = []
+    for f in all_formats():
+        try:
+            if f.detect(columns, first):
+                out.append(f)
+        except Exception:  # a detector must never take the dispatcher down
+            continue
+    return out
+
+
+def unknown_format_message(label: str, columns: set[str] | list[str]) -> str:
+    cols = sorted(columns)
+    shown = ", ".join(cols[:30]) + (f", … ({len(cols)} in all)" if len(cols) > 30 else "")
+    known = "; ".join(f"{f.name} ({f.title})" for f in all_formats())
+    return (f"{label}: unknown format; fields found: {shown or '(none)'}. "
+            f"Known row formats: {known}; plus capture folders / trace.json / turns.json.")

