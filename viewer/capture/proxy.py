@@ -34,6 +34,7 @@ from typing import Any, AsyncIterator, Callable
 
 import httpx
 
+from viewer.sources.openai_wire import StreamAccumulator, ids_from_entries
 from viewer.turns import role_from_prompt
 
 __all__ = ["ProxyConfig", "Recorder", "StreamAssembler", "Script", "make_app", "ProxyServer", "regex_literal",
@@ -175,125 +176,25 @@ def enrich_request(body: dict[str, Any], cfg: ProxyConfig, kind: str) -> dict[st
     return out
 
 
-class StreamAssembler:
-    """Re-assembles a chat.completion from vLLM SSE chunks (CAPTURE.md §1.2, §3.2)."""
+class StreamAssembler(StreamAccumulator):
+    """The proxy's stream re-assembler: the shared wire parser, plus the first bytes seen (for an
+    error message about an answer that is not SSE at all)."""
 
     def __init__(self) -> None:
-        self.buf = b""
-        self.head: dict[str, Any] = {}
-        self.prompt_token_ids: list[int] | None = None
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.tool_calls: dict[int, dict[str, Any]] = {}
-        self.logprobs: list[dict[str, Any]] = []
-        self.token_ids: list[int] = []
-        self.finish_reason: str | None = None
-        self.usage: Any = None
-        self.role = "assistant"
-        self.done = False
-        self.events = 0  # data: events parsed (0 after a whole body = the answer was not SSE)
-        self.first = b""  # the first bytes seen, for an error message about a non-SSE answer
-        self.error: Any = None  # an error object sent inside the stream
+        super().__init__()
+        self.first = b""
 
-    def feed(self, chunk: bytes) -> None:
-        if len(self.first) < 60:
-            self.first += chunk[:60 - len(self.first)]
-        self.buf += chunk
-        while b"\n" in self.buf:
-            line, self.buf = self.buf.split(b"\n", 1)
-            self._line(line.strip())
-
-    def _line(self, line: bytes) -> None:
-        if not line.startswith(b"data:"):
-            return
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            self.done = True
-            return
-        try:
-            ev = json.loads(data)
-        except ValueError:
-            return
-        if not isinstance(ev, dict):
-            return
-        self.events += 1
-        if "error" in ev and "choices" not in ev:
-            self.error = ev["error"]
-            return
-        for k in ("id", "object", "created", "model"):
-            if k in ev and k not in self.head:
-                self.head[k] = ev[k]
-        if isinstance(ev.get("prompt_token_ids"), list) and self.prompt_token_ids is None:
-            self.prompt_token_ids = ev["prompt_token_ids"]
-        if ev.get("usage"):
-            self.usage = ev["usage"]
-        for ch in ev.get("choices") or []:
-            if not isinstance(ch, dict) or ch.get("index", 0) != 0:
-                continue
-            delta = ch.get("delta") or {}
-            if delta.get("role"):
-                self.role = delta["role"]
-            if isinstance(delta.get("content"), str):
-                self.content.append(delta["content"])
-            for rk in ("reasoning", "reasoning_content"):
-                if isinstance(delta.get(rk), str):
-                    self.reasoning.append(delta[rk])
-            for tc in delta.get("tool_calls") or []:
-                idx = tc.get("index", 0)
-                slot = self.tool_calls.setdefault(idx, {"id": None, "type": "function",
-                                                        "function": {"name": "", "arguments": ""}})
-                if tc.get("id"):
-                    slot["id"] = tc["id"]
-                if tc.get("type"):
-                    slot["type"] = tc["type"]
-                fn = tc.get("function") or {}
-                if fn.get("name"):
-                    slot["function"]["name"] += fn["name"]
-                if isinstance(fn.get("arguments"), str):
-                    slot["function"]["arguments"] += fn["arguments"]
-            lp = ch.get("logprobs")
-            if isinstance(lp, dict) and isinstance(lp.get("content"), list):
-                self.logprobs.extend(lp["content"])
-            if isinstance(ch.get("token_ids"), list):
-                self.token_ids.extend(ch["token_ids"])
-            if ch.get("finish_reason"):
-                self.finish_reason = ch["finish_reason"]
-
-    def response(self) -> dict[str, Any]:
-        if self.buf.strip():
-            self._line(self.buf.strip())
-            self.buf = b""
-        msg: dict[str, Any] = {"role": self.role}
-        if self.content:
-            msg["content"] = "".join(self.content)
-        if self.reasoning:
-            msg["reasoning"] = "".join(self.reasoning)
-        if self.tool_calls:
-            msg["tool_calls"] = [self.tool_calls[i] for i in sorted(self.tool_calls)]
-        out = {"id": self.head.get("id"), "object": "chat.completion", "created": self.head.get("created"),
-               "model": self.head.get("model"),
-               "choices": [{"index": 0, "message": msg, "finish_reason": self.finish_reason}], "usage": self.usage}
-        return out
-
-
-def _ids_from_strings(entries: list[dict[str, Any]]) -> list[int] | None:
-    out = []
-    for e in entries:
-        tok = e.get("token") if isinstance(e, dict) else None
-        if not (isinstance(tok, str) and tok.startswith("token_id:")):
-            return None
-        try:
-            out.append(int(tok[9:]))
-        except ValueError:
-            return None
-    return out
+    def feed(self, chunk: bytes | str) -> None:
+        if isinstance(chunk, (bytes, bytearray)) and len(self.first) < 60:
+            self.first += bytes(chunk[:60 - len(self.first)])
+        super().feed(chunk)
 
 
 def build_record(turn: int, kind: str, request: dict[str, Any], response: dict[str, Any] | None,
                  prompt_ids: list[int] | None, token_ids: list[int] | None, entries: list[dict[str, Any]],
                  finish_reason: str | None, started: float, t0: float) -> dict[str, Any]:
     """One trace record (see the module docstring). ``token_ids`` are the engine's sampled ids."""
-    strings = _ids_from_strings(entries) if entries else None
+    strings = ids_from_entries(entries) if entries else None
     ids = list(token_ids or []) or list(strings or [])
     rec: dict[str, Any] = {
         "turn": turn, "kind": kind, "request": request, "response": response,

@@ -11,7 +11,6 @@ exact.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +18,7 @@ from viewer.rollout import Problem, Turn
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_json
+from viewer.sources.openai_wire import StreamAccumulator
 
 __all__ = ["FORMAT", "read_row", "summarize", "parse_sse", "SSEResult"]
 
@@ -46,67 +46,17 @@ class SSEResult:
 
 
 def parse_sse(raw: str) -> SSEResult:
-    """Rebuild a chat completion from an OpenAI-style SSE stream (``data: {...}`` events)."""
-    out = SSEResult()
-    content: list[str] = []
-    reasoning: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    for n, line in enumerate(raw.splitlines(), start=1):
-        line = line.strip()
-        if not line.startswith("data:"):
-            continue  # event:/id:/retry: lines and ": keep-alive" comments
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            out.done = True
-            break
-        out.events += 1
-        try:
-            chunk = json.loads(payload)
-        except json.JSONDecodeError as e:
-            out.problems.append(f"SSE line {n}: invalid JSON chunk ({e.msg}); skipped")
-            continue
-        if not isinstance(chunk, dict):
-            continue
-        if "error" in chunk:
-            out.problems.append(f"SSE line {n}: upstream error: {json.dumps(chunk['error'])[:300]}")
-        out.model = out.model or chunk.get("model")
-        if isinstance(chunk.get("usage"), dict):
-            out.usage = chunk["usage"]
-        if isinstance(chunk.get("prompt_token_ids"), list) and out.prompt_token_ids is None:
-            out.prompt_token_ids = chunk["prompt_token_ids"]
-        for ch in chunk.get("choices") or []:
-            if not isinstance(ch, dict) or ch.get("index", 0) != 0:
-                continue
-            delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
-            if isinstance(delta.get("content"), str):
-                content.append(delta["content"])
-            for k in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(k), str):
-                    reasoning.append(delta[k])
-            for tc in delta.get("tool_calls") or []:
-                if not isinstance(tc, dict):
-                    continue
-                slot = calls.setdefault(int(tc.get("index", len(calls))),
-                                        {"id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-                if tc.get("id"):
-                    slot["id"] = tc["id"]
-                fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
-                if fn.get("name"):
-                    slot["function"]["name"] += fn["name"]
-                if isinstance(fn.get("arguments"), str):
-                    slot["function"]["arguments"] += fn["arguments"]
-            if isinstance(ch.get("token_ids"), list):
-                out.token_ids.extend(ch["token_ids"])
-            lp = ch.get("logprobs") if isinstance(ch.get("logprobs"), dict) else {}
-            if isinstance(lp.get("content"), list):
-                out.logprob_entries.extend(lp["content"])
-            if ch.get("finish_reason"):
-                out.finish_reason = ch["finish_reason"]
-    out.message["content"] = "".join(content)
-    if reasoning:
-        out.message["reasoning_content"] = "".join(reasoning)
-    if calls:
-        out.message["tool_calls"] = [dict(c, id=c["id"] or f"call_{i}") for i, c in sorted(calls.items())]
+    """Rebuild a chat completion from an OpenAI-style SSE stream (``data: {...}`` events), with
+    the same parser the recording proxy uses."""
+    acc = StreamAccumulator()
+    acc.feed(raw)
+    acc.finish()
+    out = SSEResult(model=acc.head.get("model"), usage=acc.usage if isinstance(acc.usage, dict) else None,
+                    prompt_token_ids=acc.prompt_token_ids, token_ids=acc.token_ids, logprob_entries=acc.logprobs,
+                    finish_reason=acc.finish_reason, events=acc.events, done=acc.done, problems=list(acc.problems))
+    msg = acc.message(reasoning_key="reasoning_content", fill_ids=True)
+    out.message = {"role": "assistant", "content": msg.get("content", ""),
+                   **{k: v for k, v in msg.items() if k in ("reasoning_content", "tool_calls")}}
     if not out.done and out.events:
         out.problems.append("SSE stream ended without 'data: [DONE]' (truncated capture?)")
     return out

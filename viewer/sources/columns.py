@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from viewer.rollout import TopLogprob
+from viewer.sources.openai_wire import TOKEN_ID_PREFIX, token_id
+
+_P = len(TOKEN_ID_PREFIX)
 
 __all__ = ["Checked", "check_ids", "check_logprobs", "check_mask", "ids_from_token_strings",
            "TopLogprobColumn", "BytesColumn", "TOKEN_ID_PREFIX"]
 
-TOKEN_ID_PREFIX = "token_id:"
-_P = len(TOKEN_ID_PREFIX)
 _NUM = {float, int}
 T = TypeVar("T")
 
@@ -98,25 +99,18 @@ def check_mask(value: Any) -> Checked[int]:
 
 
 def ids_from_token_strings(tokens: Any) -> Checked[int]:
-    """Ids parsed from ``"token_id:N"`` strings. ``value`` None = not token-id strings at all."""
+    """Ids parsed from ``"token_id:N"`` strings (:func:`viewer.sources.openai_wire.token_id`, the
+    parser the proxy uses too). ``value`` None = not token-id strings at all."""
     if not isinstance(tokens, list) or not tokens:
         return Checked(None)
-    try:
-        ids = [int(s[_P:]) for s in tokens if s.startswith(TOKEN_ID_PREFIX)]
-        if len(ids) == len(tokens) and min(ids) >= 0:
-            return Checked(ids)
-    except (AttributeError, TypeError, ValueError):
-        pass
-    # Slow path: find the first entry that is not a valid "token_id:N" string.
+    # fast path (the common case, millions of entries): all well-formed
+    tails = [s[_P:] for s in tokens if type(s) is str and s.startswith(TOKEN_ID_PREFIX)]
+    if len(tails) == len(tokens) and all(t.isascii() and t.isdigit() for t in tails):
+        return Checked([int(t) for t in tails])
     out: list[int] = []
     for i, s in enumerate(tokens):
-        n = None
-        if isinstance(s, str) and s.startswith(TOKEN_ID_PREFIX):
-            try:
-                n = int(s[_P:])
-            except ValueError:
-                n = None
-        if n is None or n < 0:
+        n = token_id(s)
+        if n is None:
             if i == 0:  # plain token text (server ran without --return-tokens-as-token-ids)
                 return Checked(None)
             return Checked(out, f"entry {i} is {_show(s)}, not a 'token_id:N' string; kept the {i} ids before it")
@@ -132,12 +126,11 @@ def _top_item(d: Any) -> TopLogprob | None:
         return None
     tok = d.get("token")
     tid = None
-    if isinstance(tok, str) and tok.startswith(TOKEN_ID_PREFIX):
-        try:
-            tid, tok = int(tok[_P:]), None
-        except ValueError:
-            pass
-    elif not isinstance(tok, str):
+    if isinstance(tok, str):
+        tid = token_id(tok)
+        if tid is not None:
+            tok = None
+    else:
         tok = None
     if tid is None and type(d.get("token_id")) is int:
         tid = d["token_id"]
