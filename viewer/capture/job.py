@@ -20,7 +20,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,61 +30,16 @@ from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, Lo
 from viewer.capture import sandbox as sandbox_mod
 from viewer.capture import tokfiles
 from viewer.capture.procs import capture_tag, kill_marked, popen, stop_group
-from viewer.capture.proxy import ProxyConfig, ProxyServer, Script, read_records
+from viewer.capture.proxy import ProxyConfig, ProxyServer
+from viewer.capture.records import read_records
+from viewer.capture.script import Script
 from viewer.capture.reward import score
+from viewer.capture.spec import CaptureSpec
 from viewer.sources.layout import ARTEFACTS, PROXY_TRACE
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
 
 __all__ = ["CaptureSpec", "CaptureJob", "ARTEFACTS", "derive_turns", "outcome_notes", "write_trace_artefacts",
            "run_capture"]
-
-
-PHASES = ("setup", "server", "agent", "rescore", "reward", "artefacts")
-
-
-@dataclass
-class CaptureSpec:
-    out: str
-    backend: str = "local"  # local | endpoint | hf-jobs
-    model: str = "tiny-qwen3"  # CPU model name, local folder, Hub name (local GPU) or served name (endpoint)
-    endpoint: str = ""
-    token: str = field(default="", repr=False)  # endpoint / HF token: used, never written
-    task_source: str = "bundled"  # bundled | deepcoder
-    task_index: int = 0
-    n_prompts: int = 64
-    seed: int = 0
-    instruction: str = ""
-    scripted: bool = False
-    agent_timeout_s: float = 300.0
-    test_timeout_s: float = 10.0
-    server_timeout_s: float = 600.0
-    max_output_tokens: int = 1024
-    context_tokens: int = 16384
-    steps: int = 8
-    top_logprobs: int = 5
-    logprobs_mode: str = ""  # "" = raw_logprobs when scripted (the model's own values), else processed_logprobs
-    title: bool = True
-    auto_compaction: bool = False
-    vllm_python: str = ""
-    opencode_bin: str = ""
-    # scripted mode: bash commands the expert runs before its solution (tests use it to try
-    # what an agent's tools can do, e.g. a command that backgrounds itself)
-    script_commands: list[str] = field(default_factory=list)
-    # the agent (and its solution's tests) run in viewer.capture.sandbox when the machine can
-    # make one; require_sandbox (public mode) refuses the capture when it cannot
-    sandbox: bool = True
-    require_sandbox: bool = False
-    # logit_bias -100 on the tokenizer's <tool_call>/</tool_call> special tokens, so the model
-    # spells them as plain pieces (the retokenisation case the viewer exists to show)
-    spell_tool_call_as_pieces: bool = False
-    tokenizer: str = ""  # where the served model's tokenizer is (folder or Hub name); default: from the model
-    flavor: str = "a100-large"  # hf-jobs
-    results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to
-
-    def public(self) -> dict[str, Any]:
-        d = asdict(self)
-        d.pop("token", None)
-        return d
 
 
 class CaptureJob:
@@ -360,22 +315,10 @@ class CaptureJob:
         return self.out / "tokenizer"
 
     def _tool_tag_bias(self, tok_dir: Path | None, value: float, required: bool) -> dict[str, float]:
-        """logit_bias ``value`` on this tokenizer's <tool_call> / </tool_call> special tokens
-        (-100: spelled as pieces; +100: the special tokens); {} when absent and not ``required``."""
-        if tok_dir is None:
-            if not required:
-                return {}
-            raise BackendError("--spell-tool-call-as-pieces needs the model's tokenizer (none was found)")
-        from viewer.tokenizer import load_local
-
-        tok = load_local(str(tok_dir))
-        ids = {}
-        for t in ("<tool_call>", "</tool_call>"):
-            i = tok.convert_tokens_to_ids(t)
-            if isinstance(i, int) and i != tok.unk_token_id and t in tok.get_added_vocab():
-                ids[str(i)] = value
-        if not ids and required:
-            raise BackendError("--spell-tool-call-as-pieces: this tokenizer has no <tool_call> special token")
+        try:
+            ids = tokfiles.tool_tag_bias(tok_dir, value, required)
+        except ValueError as e:
+            raise BackendError(str(e)) from None
         if ids:
             what = "spelling tool-call tags as plain pieces" if value < 0 else "scripted tool calls use the special tokens"
             self.log(f"{what}: logit_bias {ids}")

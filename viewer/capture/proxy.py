@@ -7,18 +7,12 @@ as they arrive), and one record per call is appended and flushed to a JSONL file
 call completes, fails or is cut. Other paths (``/v1/models``, ``/health`` ...) are
 forwarded untouched and not recorded.
 
-Record (the format :mod:`viewer.sources.capture` reads)::
-
-    {"turn": n, "kind": "main"|"title"|"compaction"|"other", "request": <body as forwarded>,
-     "response": <chat.completion, re-assembled when streamed; big id/logprob arrays moved out>,
-     "prompt_token_ids": [...], "completion_token_ids": [...], "completion_tokens": ["token_id:N", ...],
-     "logprobs": [{"token", "logprob", "bytes", "top_logprobs"}], "per_token_logps": [...],
-     "finish_reason", "latency_s", "timestamp", "upstream_status"?, "upstream_error"?, "error"?}
+Records: :mod:`viewer.capture.records` (the format :mod:`viewer.sources.capture` reads).
 
 Headers are never recorded (no API key or token reaches the trace). ``upstream_headers``
 lets the proxy authenticate to the upstream itself, so the agent only holds a dummy key.
 
-Scripted-expert mode: a :class:`Script` returns a ``structured_outputs`` regex per call;
+Scripted-expert mode (:mod:`viewer.capture.script`): a ``Script`` returns a ``structured_outputs`` regex per call;
 the proxy adds it to the forwarded body (the model's own logprobs are still recorded).
 """
 from __future__ import annotations
@@ -34,72 +28,18 @@ from typing import Any, AsyncIterator, Callable
 
 import httpx
 
-from viewer.sources.openai_wire import StreamAccumulator, ids_from_entries
-from viewer.turns import role_from_prompt
+from viewer.capture.records import Recorder, build_record, read_records, slim_response
+from viewer.capture.script import Script, kind_of, regex_literal
+from viewer.sources.openai_wire import StreamAccumulator
 
+# Recorder / records / Script are re-exported: callers of the proxy get one import
 __all__ = ["ProxyConfig", "Recorder", "StreamAssembler", "Script", "make_app", "ProxyServer", "regex_literal",
-           "kind_of", "enrich_request"]
+           "kind_of", "enrich_request", "build_record", "read_records"]
 
 # Request fields that carry the ids and logprobs we record (CAPTURE.md §1.1-1.3).
 TOKEN_FIELDS = {"logprobs": True, "return_token_ids": True, "return_tokens_as_token_ids": True}
 _HOP = {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
         "proxy-authorization", "proxy-authenticate", "accept-encoding"}
-
-
-def regex_literal(text: str) -> str:
-    """A regex matching exactly ``text`` (only regex metacharacters escaped; newlines as ``\\n``).
-
-    ``re.escape`` also escapes spaces and other harmless characters, which some
-    grammar engines reject; this keeps the pattern minimal.
-    """
-    out = []
-    for ch in text:
-        if ch in ".^$*+?()[]{}|\\/":
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        else:
-            out.append(ch)
-    return "".join(out)
-
-
-def kind_of(body: dict[str, Any]) -> str:
-    """main | title | compaction | other, from the request's system prompt and tools."""
-    msgs = body.get("messages") if isinstance(body.get("messages"), list) else []
-    tools = body.get("tools") if isinstance(body.get("tools"), list) else []
-    return role_from_prompt(msgs, tools)
-
-
-class Script:
-    """Scripted expert: a ``structured_outputs`` regex per call (CAPTURE.md §8).
-
-    ``steps`` are the exact assistant outputs of the main agent, in order; the step of a
-    call is the number of assistant messages already in its request, so an opencode retry
-    of the same call gets the same regex. ``title`` forces the title generator's answer.
-    """
-
-    def __init__(self, steps: list[str], title: str | None = "Solve the task",
-                 logit_bias: dict[str, float] | None = None):
-        self.steps = steps
-        self.title = title
-        # e.g. {"151657": -100}: makes the grammar spell <tool_call> as ordinary pieces, as a
-        # freely sampling model does (CAPTURE.md §2), so the capture shows that drift case
-        self.logit_bias = logit_bias or {}
-
-    def regex_for(self, body: dict[str, Any], kind: str) -> str | None:
-        if kind == "title":
-            return regex_literal(self.title) if self.title else None
-        if kind != "main":
-            return None
-        msgs = body.get("messages") or []
-        step = sum(1 for m in msgs if isinstance(m, dict) and m.get("role") == "assistant")
-        if step < len(self.steps):
-            return regex_literal(self.steps[step])
-        return regex_literal(self.steps[-1]) if self.steps else None
 
 
 @dataclass
@@ -113,44 +53,6 @@ class ProxyConfig:
     max_tokens_cap: int | None = None
     # added to every main-agent call (e.g. -100 on <tool_call>/</tool_call>: --spell-tool-call-as-pieces)
     logit_bias: dict[str, float] = field(default_factory=dict)
-
-
-class Recorder:
-    """Appends one JSON line per call and flushes it; thread-safe; counts calls and tokens."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self.path, "a", encoding="utf-8")
-        self._lock = threading.Lock()
-        self.calls = 0
-        self.tokens = 0
-        self.errors = 0
-        self._turn = 0
-        self.write_error: str | None = None
-
-    def next_turn(self) -> int:
-        with self._lock:
-            self._turn += 1
-            return self._turn
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        with self._lock:
-            try:
-                self._fh.write(line)
-                self._fh.flush()  # to the OS at once: a crash of this process loses at most the call in flight
-            except OSError as e:  # a full disk: keep serving, remember why records are missing
-                self.write_error = f"cannot write {self.path.name}: {e.strerror or e}"
-            self.calls += 1
-            self.tokens += len(record.get("completion_token_ids") or [])
-            if record.get("upstream_status") or record.get("upstream_error") or record.get("error"):
-                self.errors += 1
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._fh.closed:
-                self._fh.close()
 
 
 def enrich_request(body: dict[str, Any], cfg: ProxyConfig, kind: str) -> dict[str, Any]:
@@ -188,40 +90,6 @@ class StreamAssembler(StreamAccumulator):
         if isinstance(chunk, (bytes, bytearray)) and len(self.first) < 60:
             self.first += bytes(chunk[:60 - len(self.first)])
         super().feed(chunk)
-
-
-def build_record(turn: int, kind: str, request: dict[str, Any], response: dict[str, Any] | None,
-                 prompt_ids: list[int] | None, token_ids: list[int] | None, entries: list[dict[str, Any]],
-                 finish_reason: str | None, started: float, t0: float) -> dict[str, Any]:
-    """One trace record (see the module docstring). ``token_ids`` are the engine's sampled ids."""
-    strings = ids_from_entries(entries) if entries else None
-    ids = list(token_ids or []) or list(strings or [])
-    rec: dict[str, Any] = {
-        "turn": turn, "kind": kind, "request": request, "response": response,
-        "prompt_token_ids": prompt_ids or [],
-        "completion_token_ids": ids,
-        "completion_tokens": [e.get("token") for e in entries],
-        "logprobs": entries,
-        "per_token_logps": [e.get("logprob") for e in entries],
-        "finish_reason": finish_reason,
-        "latency_s": round(time.perf_counter() - t0, 6),
-        "timestamp": started,
-    }
-    if token_ids and strings is not None and list(token_ids) != strings:
-        rec["id_mismatch"] = f"token_ids ({len(token_ids)}) differ from token_id:N strings ({len(strings)})"
-    return rec
-
-
-def _slim_response(resp: dict[str, Any]) -> dict[str, Any]:
-    """The response without the arrays the record already holds at its top level."""
-    out = {k: v for k, v in resp.items() if k not in ("prompt_token_ids", "prompt_logprobs")}
-    chs = []
-    for ch in resp.get("choices") or []:
-        if isinstance(ch, dict):
-            ch = {k: v for k, v in ch.items() if k not in ("logprobs", "token_ids")}
-        chs.append(ch)
-    out["choices"] = chs
-    return out
 
 
 def _shape(r: httpx.Response, first: bytes) -> str:
@@ -322,7 +190,7 @@ def make_app(cfg: ProxyConfig, recorder: Recorder, on_record: Callable[[dict[str
                           f"upstream answered HTTP {r.status_code} with {_shape(r, r.content)}, not a chat.completion JSON"))
                 return Response(r.content, r.status_code, media_type=r.headers.get("content-type"))
             entries = ((ch.get("logprobs") or {}).get("content")) or []
-            emit(build_record(turn, kind, fwd, _slim_response(resp), resp.get("prompt_token_ids"), ch.get("token_ids"),
+            emit(build_record(turn, kind, fwd, slim_response(resp), resp.get("prompt_token_ids"), ch.get("token_ids"),
                               entries, ch.get("finish_reason"), started, t0))
             return Response(r.content, r.status_code, media_type="application/json")
 
@@ -433,20 +301,3 @@ class ProxyServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The records of a proxy JSONL file (a torn last line is skipped)."""
-    out = []
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError:
-        return out
-    for line in text.splitlines():
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-    return out
-

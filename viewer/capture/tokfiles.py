@@ -20,7 +20,7 @@ from typing import Any
 from viewer.sources.layout import TOKENIZER_DIR
 from viewer.tokenizer.choice import sha256_file, verify_capture_tokenizer
 
-__all__ = ["FILES", "locate", "write", "verify"]
+__all__ = ["FILES", "locate", "write", "verify", "tool_tag_bias"]
 
 # the viewer checks the hashes when it loads the folder (one implementation, next to the choice)
 verify = verify_capture_tokenizer
@@ -82,3 +82,24 @@ def write(out: Path, src: Path, source: str) -> dict[str, Any]:
             shutil.copyfile(f, dest / name)
             files[name] = sha256_file(dest / name)
     return {"source": source, "folder": TOKENIZER_DIR, "files": files}
+
+
+def tool_tag_bias(tok_dir: Path | None, value: float, required: bool) -> dict[str, float]:
+    """logit_bias ``value`` on this tokenizer's <tool_call> / </tool_call> special tokens
+    (-100: spelled as pieces; +100: the special tokens); {} when absent and not ``required``
+    (ValueError when ``required`` and it cannot be done)."""
+    if tok_dir is None:
+        if not required:
+            return {}
+        raise ValueError("--spell-tool-call-as-pieces needs the model's tokenizer (none was found)")
+    from viewer.tokenizer import load_local
+
+    tok = load_local(str(tok_dir))
+    ids = {}
+    for t in ("<tool_call>", "</tool_call>"):
+        i = tok.convert_tokens_to_ids(t)
+        if isinstance(i, int) and i != tok.unk_token_id and t in tok.get_added_vocab():
+            ids[str(i)] = value
+    if not ids and required:
+        raise ValueError("--spell-tool-call-as-pieces: this tokenizer has no <tool_call> special token")
+    return ids

@@ -1,74 +1,18 @@
-"""Plotly figures over Rollout / Turn values (no gradio here).
-
-Conventions shared by every figure:
-
-* explicit ``height``, transparent paper and plot backgrounds, mid-grey font and grid
-  lines, so a figure reads in both light and dark themes (GRADIO.md §3.2);
-* hover text is built here and HTML-escaped (plotly renders a subset of HTML in hover
-  labels), token text goes through :func:`viewer.tokenizer.visible` first;
-* ``customdata`` of every point is a plain int the UI can act on when the point is
-  clicked: the output position for :func:`logprob_figure`, the turn index for
-  :func:`turns_figure`;
-* an input without logprobs gives a figure with a "no logprobs recorded" annotation,
-  never an exception.
-"""
+"""Logprob figures of a rollout: per token of a turn, per turn, and the histogram over trained tokens."""
 from __future__ import annotations
 
 import html
-import math
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .rollout import Rollout, Turn
-from .tokenizer import texts_from_output_bytes, visible
+from ..rollout import Rollout, Turn
+from ..tokenizer import texts_from_output_bytes
+from .style import (BOOKKEEPING, FONT, LOW, MAX_POINTS, MAX_SHADED_RUNS, NO_LOGPROBS, SHADE, TEXT_LIMIT, TRAINED, UNTRAINED,
+                    base_layout, empty, fmt, is_finite, label)
 
-__all__ = ["MAX_POINTS", "NO_LOGPROBS", "MAX_SHADED_RUNS", "histogram_figure", "logprob_figure",
-           "trained_runs", "turns_figure", "turn_mask"]
-
-TEXT_LIMIT = 20000  # points above which hover labels are left out
-MAX_POINTS = 4000  # above this many tokens the plot shows windows (min + mean), not every token
-MAX_SHADED_RUNS = 400  # trained runs drawn as shapes; beyond this the shading is left out
-NO_LOGPROBS = "no logprobs recorded"
-
-TRAINED = "#2f6fdf"
-UNTRAINED = "#9a9a9a"
-LOW = "#e0443a"
-BOOKKEEPING = "rgba(154,154,154,0.45)"
-SHADE = "rgba(47,111,223,0.13)"
-GRID = "rgba(128,128,128,0.25)"
-FONT = "#8a8a8a"
-
-
-def _base_layout(fig: go.Figure, height: int, **kw) -> go.Figure:
-    fig.update_layout(
-        height=height,
-        margin=dict(l=52, r=16, t=34, b=40),
-        paper_bgcolor="rgba(0,0,0,0)",
-        plot_bgcolor="rgba(0,0,0,0)",
-        font=dict(color=FONT, size=12),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
-        hovermode="closest",
-        **kw,
-    )
-    fig.update_xaxes(gridcolor=GRID, zerolinecolor=GRID)
-    fig.update_yaxes(gridcolor=GRID, zerolinecolor=GRID)
-    return fig
-
-
-def _empty(message: str = NO_LOGPROBS, height: int = 260) -> go.Figure:
-    fig = go.Figure()
-    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
-                       font=dict(size=15, color=FONT))
-    _base_layout(fig, height)
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return fig
-
-
-def _finite(v) -> bool:
-    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+__all__ = ["histogram_figure", "logprob_figure", "trained_runs", "turns_figure", "turn_mask"]
 
 
 def turn_mask(turn: Turn) -> list[int]:
@@ -94,19 +38,6 @@ def trained_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def _fmt(v: float) -> str:
-    return f"{v:.4f}"
-
-
-def _label(text: str | None, limit: int = 80) -> str:
-    if text is None:
-        return "—"
-    v = visible(text)
-    if len(v) > limit:
-        v = v[:limit] + f"… ({len(v)} chars)"
-    return html.escape(v)
-
-
 def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float = -2.5,
                    offset: int = 0, height: int = 300) -> go.Figure:
     """Per-token logprob along one turn's output.
@@ -128,11 +59,11 @@ def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float 
     n = max(len(turn.output_ids), len(turn.logprobs))
     lps = np.full(n, np.nan, dtype=np.float64)
     for i, v in enumerate(turn.logprobs):
-        if _finite(v):
+        if is_finite(v):
             lps[i] = v
     finite = np.isfinite(lps)
     if not finite.any():
-        return _empty(NO_LOGPROBS, height)
+        return empty(NO_LOGPROBS, height)
     mask = np.asarray(turn_mask(turn), dtype=bool)
     if int(finite.sum()) > MAX_POINTS:
         return _windowed_figure(lps, finite, mask, low, offset, height)
@@ -143,7 +74,7 @@ def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float 
     probs = np.exp(lps)
 
     def texts(sel: np.ndarray) -> np.ndarray:
-        out = [f"{_label(token_texts[i] if i < nt else None)}<br>id {ids[i] if ids[i] is not None else '?'}"
+        out = [f"{label(token_texts[i] if i < nt else None)}<br>id {ids[i] if ids[i] is not None else '?'}"
                f" · p {probs[i]:.4f}" for i in sel.tolist()]
         return np.array(out, dtype=object)
 
@@ -178,7 +109,7 @@ def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float 
         title = f"{len(runs)} trained runs: shading left out, trained tokens in blue"
     fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=low, y1=low,
                   line=dict(color=LOW, width=1, dash="dash"), name="low")
-    _base_layout(fig, height, clickmode="event", dragmode="zoom")
+    base_layout(fig, height, clickmode="event", dragmode="zoom")
     if title:
         fig.update_layout(title=dict(text=title, font=dict(size=12)))
     fig.update_xaxes(title_text="position (prompt + output)" if offset else "output position")
@@ -223,7 +154,7 @@ def _windowed_figure(lps: np.ndarray, finite: np.ndarray, mask: np.ndarray, low:
                           y0=0, y1=1, fillcolor=SHADE, line=dict(width=0), layer="below", name="trained")
     fig.add_shape(type="line", xref="paper", yref="y", x0=0, x1=1, y0=low, y1=low,
                   line=dict(color=LOW, width=1, dash="dash"), name="low")
-    _base_layout(fig, height, clickmode="event", dragmode="zoom")
+    base_layout(fig, height, clickmode="event", dragmode="zoom")
     fig.update_layout(title=dict(text=f"{n:,} tokens: lowest logprob per window of {k} (click one to open it)",
                                  font=dict(size=12)))
     fig.update_xaxes(title_text="position (prompt + output)" if offset else "output position")
@@ -239,14 +170,14 @@ def turns_figure(rollout: Rollout, height: int = 300) -> go.Figure:
     index; ``customdata`` = turn index.
     """
     if not rollout.turns:
-        return _empty("no turns in this rollout", height)
+        return empty("no turns in this rollout", height)
     fig = go.Figure()
     agent = [t for t in rollout.turns if t.kind == "agent"]
     book = [t for t in rollout.turns if t.kind != "agent"]
 
     def label(t: Turn) -> str:
         mean, mn = t.logprob_stats()
-        lp = f"mean {_fmt(mean)} · min {_fmt(mn)}" if mean is not None else NO_LOGPROBS
+        lp = f"mean {fmt(mean)} · min {fmt(mn)}" if mean is not None else NO_LOGPROBS
         state = "bookkeeping" if t.kind != "agent" else ("trained" if t.trained else "not trained")
         tools = ", ".join(t.tool_names)
         return (f"turn {t.index} (call {t.call}) · {html.escape(t.role)} · {state}<br>"
@@ -278,7 +209,7 @@ def turns_figure(rollout: Rollout, height: int = 300) -> go.Figure:
     else:
         fig.add_annotation(text=NO_LOGPROBS, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
                            font=dict(size=15, color=FONT))
-    _base_layout(fig, height, clickmode="event", barmode="overlay",
+    base_layout(fig, height, clickmode="event", barmode="overlay",
                  yaxis2=dict(title=dict(text="output tokens"), overlaying="y", side="right", showgrid=False,
                              rangemode="tozero"))
     fig.update_layout(margin=dict(r=56))
@@ -297,9 +228,9 @@ def histogram_figure(rollout: Rollout, low: float = -2.5, bins: int = 60, height
     vals: list[float] = []
     for t in rollout.turns:
         m = turn_mask(t)
-        vals.extend(v for v, k in zip(t.logprobs, m) if k and _finite(v))
+        vals.extend(v for v, k in zip(t.logprobs, m) if k and is_finite(v))
     if not vals:
-        return _empty(NO_LOGPROBS + " for trained tokens", height)
+        return empty(NO_LOGPROBS + " for trained tokens", height)
     arr = np.asarray(vals, dtype=float)
     lo = min(float(arr.min()), low)
     hi = max(float(arr.max()), 0.0)
@@ -320,86 +251,9 @@ def histogram_figure(rollout: Rollout, low: float = -2.5, bins: int = 60, height
     fig.add_annotation(x=low, y=1, xref="x", yref="paper", yanchor="bottom", showarrow=False,
                        text=f"low {low:g}: {n_low} of {arr.size} ({100 * n_low / arr.size:.1f}%)",
                        font=dict(color=LOW, size=11))
-    _base_layout(fig, height, bargap=0.02, showlegend=False)
+    base_layout(fig, height, bargap=0.02, showlegend=False)
     fig.update_xaxes(title_text="logprob (trained tokens)")
     fig.update_yaxes(title_text="tokens")
     return fig
 
 
-# ======================================================================================
-# Drift scan figures (issue 4): inputs are viewer.drift.scan results (plain dicts).
-# ======================================================================================
-
-CHECK_COLORS = {"round trip": "#6366f1", "re-render": "#f59e0b", "prefix": "#ef4444"}
-CAUSE_COLOR = "#6366f1"
-MAX_ROLLOUT_BARS = 60  # rollouts shown in the per-rollout figure (most drifted first)
-
-
-def _scan_causes(rec: dict) -> dict[str, set[str]]:
-    """cause -> checks naming it, for one scan turn record."""
-    out: dict[str, set[str]] = {}
-    for check, key in (("round trip", "retokenize"), ("re-render", "template"), ("prefix", "prefix")):
-        c = (rec.get(key) or {}).get("cause")
-        if c:
-            out.setdefault(c, set()).add(check)
-    return out
-
-
-def drift_cause_figure(result: dict, cause: str | None = None, height: int = 300) -> go.Figure:
-    """Drifted turns per cause, split by the check that found it (a turn counts once per
-    check and cause). The bar of ``cause`` (the active filter) is outlined."""
-    turns = result.get("turns") or []
-    counts: dict[str, dict[str, int]] = {}
-    for rec in turns:
-        for c, checks in _scan_causes(rec).items():
-            for ch in checks:
-                counts.setdefault(c, {}).setdefault(ch, 0)
-                counts[c][ch] += 1
-    if not counts:
-        return _empty("no drift found" if turns else "nothing scanned yet", height)
-    order = sorted(counts, key=lambda c: -sum(counts[c].values()))
-    fig = go.Figure()
-    for check, color in CHECK_COLORS.items():
-        ys = [counts[c].get(check, 0) for c in order]
-        if not any(ys):
-            continue
-        fig.add_trace(go.Bar(x=order, y=ys, name=check, marker=dict(
-            color=color, line=dict(width=[3 if c == cause else 0 for c in order], color="#111")),
-            customdata=order, hovertemplate="%{x}: %{y} turn(s) (" + check + ")<extra></extra>"))
-    _base_layout(fig, height, barmode="stack", clickmode="event")
-    fig.update_xaxes(title_text="cause")
-    fig.layout.yaxis.title.text = "turns"
-    return fig
-
-
-def drift_rollout_figure(result: dict, height: int = 300, max_bars: int = MAX_ROLLOUT_BARS) -> go.Figure:
-    """Drifted turns per rollout (stacked by check), most drifted first; the hover names
-    the rollout and its tokens losing gradient. ``customdata`` = the rollout name."""
-    per: dict[str, dict[str, int]] = {}
-    for rec in result.get("turns") or []:
-        d = per.setdefault(rec["rollout"], {"round trip": 0, "re-render": 0, "prefix": 0, "lost": 0, "turns": 0})
-        d["turns"] += 1
-        d["round trip"] += int((rec.get("retokenize") or {}).get("equal") is False)
-        d["re-render"] += int((rec.get("template") or {}).get("equal") is False)
-        d["prefix"] += int((rec.get("prefix") or {}).get("status") == "broken")
-        d["lost"] += int((rec.get("row") or {}).get("tokens_losing_gradient") or 0)
-    if not per:
-        return _empty("nothing scanned yet", height)
-    names = sorted(per, key=lambda n: (-(per[n]["round trip"] + per[n]["re-render"] + per[n]["prefix"]), n))
-    shown = names[:max_bars]
-    labels = [f"{k}: {html.escape(n[-40:])}" for k, n in enumerate(shown)]
-    fig = go.Figure()
-    for check, color in CHECK_COLORS.items():
-        fig.add_trace(go.Bar(
-            x=list(range(len(shown))), y=[per[n][check] for n in shown], name=check, marker=dict(color=color),
-            customdata=shown, text=[f"{lab}<br>{per[n]['turns']} turns · {per[n]['lost']} tokens losing gradient"
-                                    for lab, n in zip(labels, shown)],
-            hovertemplate="%{text}<br>" + check + ": %{y}<extra></extra>", textposition="none"))
-    title = "drifted checks per rollout" + (f" (top {len(shown)} of {len(names)})" if len(names) > len(shown) else "")
-    _base_layout(fig, height, barmode="stack", clickmode="event", title=dict(text=title, font=dict(size=13)))
-    fig.update_xaxes(title_text="rollout (most drifted first)", dtick=1 if len(shown) <= 30 else None)
-    fig.layout.yaxis.title.text = "turns"
-    return fig
-
-
-__all__ += ["drift_cause_figure", "drift_rollout_figure"]

@@ -1,0 +1,70 @@
+"""Shared look of every figure: colours, the transparent layout, the empty figure, hover labels."""
+from __future__ import annotations
+
+import html
+import math
+
+import plotly.graph_objects as go
+
+from ..tokenizer import visible
+
+__all__ = ["TEXT_LIMIT", "MAX_POINTS", "MAX_SHADED_RUNS", "NO_LOGPROBS", "TRAINED", "UNTRAINED", "LOW", "BOOKKEEPING",
+           "SHADE", "GRID", "FONT", "base_layout", "empty", "is_finite", "fmt", "label"]
+
+TEXT_LIMIT = 20000  # points above which hover labels are left out
+MAX_POINTS = 4000  # above this many tokens the plot shows windows (min + mean), not every token
+MAX_SHADED_RUNS = 400  # trained runs drawn as shapes; beyond this the shading is left out
+NO_LOGPROBS = "no logprobs recorded"
+
+TRAINED = "#2f6fdf"
+UNTRAINED = "#9a9a9a"
+LOW = "#e0443a"
+BOOKKEEPING = "rgba(154,154,154,0.45)"
+SHADE = "rgba(47,111,223,0.13)"
+GRID = "rgba(128,128,128,0.25)"
+FONT = "#8a8a8a"
+
+
+def base_layout(fig: go.Figure, height: int, **kw) -> go.Figure:
+    fig.update_layout(
+        height=height,
+        margin=dict(l=52, r=16, t=34, b=40),
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        font=dict(color=FONT, size=12),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0, bgcolor="rgba(0,0,0,0)"),
+        hovermode="closest",
+        **kw,
+    )
+    fig.update_xaxes(gridcolor=GRID, zerolinecolor=GRID)
+    fig.update_yaxes(gridcolor=GRID, zerolinecolor=GRID)
+    return fig
+
+
+def empty(message: str = NO_LOGPROBS, height: int = 260) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False,
+                       font=dict(size=15, color=FONT))
+    base_layout(fig, height)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def is_finite(v) -> bool:
+    return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+
+
+def fmt(v: float) -> str:
+    return f"{v:.4f}"
+
+
+def label(text: str | None, limit: int = 80) -> str:
+    if text is None:
+        return "—"
+    v = visible(text)
+    if len(v) > limit:
+        v = v[:limit] + f"… ({len(v)} chars)"
+    return html.escape(v)
+
+
