@@ -1,0 +1,308 @@
+"""Drift over a corpus of rollouts: find them, read them one at a time, pick each one's tokenizer,
+scan in chunks (:func:`viewer.drift.scan`) and merge the results, so memory stays bounded by the
+chunk, not the dataset. Shared by ``python -m viewer drift`` and the app's scan panel."""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from viewer.config import Settings
+from viewer.rollout import Rollout
+
+__all__ = ["ScanInputError", "discover", "iter_rollouts", "scan_source"]
+
+
+class ScanInputError(Exception):
+    """The source as a whole cannot be scanned (``not_found`` → exit 2, else 1)."""
+
+    def __init__(self, message: str, not_found: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.not_found = not_found
+
+
+def _is_data_file(spec: str) -> bool:
+    """A parquet / JSONL file: many rows, one rollout each (a .json file is read as a capture)."""
+    return Path(spec).suffix.lower() in (".parquet", ".jsonl", ".ndjson") and Path(spec).is_file()
+
+
+def _is_capture(p: Path) -> bool:
+    from viewer.sources.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
+
+    return is_capture_dir(p)
+
+
+def discover(source: str | Path) -> list[str]:
+    """The rollout specs a SOURCE stands for, in a stable order.
+
+    ``hf://...`` → itself; a file or a capture folder → itself; any other folder → every
+    capture folder below it (a capture folder's own subfolders are not searched).
+    """
+    text = str(source)
+    if text.startswith("hf://"):
+        return [text]
+    p = Path(text).expanduser()
+    if not p.exists():
+        raise ScanInputError(f"{p}: no such file or folder", not_found=True)
+    if p.is_file() or _is_capture(p):
+        return [str(p)]
+    found: list[str] = []
+    for root, dirs, _files in os.walk(p):
+        dirs.sort()
+        here = Path(root)
+        if _is_capture(here):
+            found.append(str(here))
+            dirs.clear()  # a capture folder is a leaf
+    if not found:
+        raise ScanInputError(f"{p}: no capture folders (with a trace or turns file) found under it")
+    return found
+
+
+def _dataset_rollouts(spec: str, settings: Settings, limit: int | None,
+                      errors: list[dict[str, str]]) -> Iterator[Rollout]:
+    """Rollouts of a dataset spec (``hf://...`` or a parquet / JSONL / JSON data file), row by row.
+
+    Uses :func:`viewer.sources.open_dataset` (rows read one at a time, the Hub streamed);
+    a capture-layout source is one rollout. A bad row is recorded in ``errors`` and skipped.
+    Without ``open_dataset`` (older readers) it falls back to one ``load_source``.
+    """
+    from viewer import sources
+
+    opener = getattr(sources, "open_dataset", None)
+    if not callable(opener):
+        yield sources.load_source(spec, settings)
+        return
+    src = opener(spec, settings)
+    if src.is_capture:
+        yield src.rollout()
+        return
+    visible = src.visible_rows()
+    rows: Iterator[int] = iter(visible) if visible is not None else itertools.count()
+    n = 0
+    for row in rows:
+        if limit is not None and n >= limit:
+            return
+        try:
+            r = src.rollout(row)
+        except sources.SourceNotFound:
+            return  # past the last row
+        except sources.SourceError as e:
+            errors.append({"source": f"{spec} row {row}", "error": e.message})
+            n += 1
+            continue
+        n += 1
+        yield r
+
+
+class _Rollouts:
+    """Lazy, sized iterable of rollouts: read one at a time, unreadable ones recorded in ``errors``."""
+
+    def __init__(self, specs: list[str], settings: Settings, limit: int | None):
+        self.specs, self.settings, self.limit = specs, settings, limit
+        self.errors: list[dict[str, str]] = []
+        self.first: Rollout | None = None
+        self._peeked: list[Rollout] = []
+        self._gen = self._read()
+
+    def total(self) -> int | None:
+        """How many rollouts the scan will read: None when unknown (a dataset read row by row
+        without --limit; before, that was reported as 1 and progress read "5/1")."""
+        if len(self.specs) == 1 and (self.specs[0].startswith("hf://") or _is_data_file(self.specs[0])):
+            return self.limit
+        return min(len(self.specs), self.limit) if self.limit else len(self.specs)
+
+    def _read(self) -> Iterator[Rollout]:
+        from viewer.sources import SourceError
+
+        n = 0
+        for spec in self.specs:
+            if self.limit is not None and n >= self.limit:
+                return
+            try:
+                if spec.startswith("hf://") or _is_data_file(spec):
+                    for r in _dataset_rollouts(spec, self.settings, self.limit, self.errors):
+                        yield r
+                        n += 1
+                        if self.limit is not None and n >= self.limit:
+                            return
+                    continue
+                from viewer.sources import load_source
+
+                r = load_source(spec, self.settings)
+            except SourceError as e:
+                self.errors.append({"source": spec, "error": e.message})
+                continue
+            except Exception as e:  # a reader bug on one rollout must not stop the scan
+                self.errors.append({"source": spec, "error": f"{type(e).__name__}: {e}"})
+                continue
+            n += 1
+            yield r
+
+    def peek(self) -> Rollout | None:
+        """The first readable rollout (read once, then replayed by iteration)."""
+        if not self._peeked:
+            self._peeked = list(itertools.islice(self._gen, 1))
+        return self._peeked[0] if self._peeked else None
+
+    def __iter__(self) -> Iterator[Rollout]:
+        peeked, self._peeked = self._peeked, []
+        return itertools.chain(peeked, self._gen)
+
+
+def iter_rollouts(source: str | Path, settings: Settings | None = None, limit: int | None = None) -> _Rollouts:
+    """A lazy sized iterable over the rollouts of SOURCE (see :func:`discover`); ``.errors``
+    lists the ones that could not be read (they are skipped, not fatal)."""
+    return _Rollouts(discover(source), settings or Settings(), limit)
+
+
+def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
+    """Add one scan result's totals into another (ints summed, dicts merged by key)."""
+    for k, v in part.items():
+        if k == "cancelled":
+            into[k] = into.get(k, False) or v
+        elif isinstance(v, dict):
+            d = into.setdefault(k, {})
+            for kk, vv in v.items():
+                d[kk] = d.get(kk, 0) + vv
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            into[k] = into.get(k, 0) + v
+
+
+class _TokenizerCache:
+    """One tokenizer per (model, capture tokenizer folder), resolved once per scan."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._cache: dict[tuple[str | None, str | None], Any] = {}
+
+    def __call__(self, r: Rollout):
+        from viewer.sources.layout import TOKENIZER_DIR
+        from viewer.tokenizer import capture_dir_of, tokenizer_for
+
+        cap = capture_dir_of(r)
+        own = cap / TOKENIZER_DIR if cap is not None and (cap / TOKENIZER_DIR / "tokenizer.json").is_file() else None
+        key = (r.model, str(own) if own else None)
+        if key not in self._cache:
+            self._cache[key] = tokenizer_for(r, self.settings, capture_dir=cap)
+        return self._cache[key]
+
+
+def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings | None = None, *,
+                tokenizer: str | None = None, tok: Any = None, tok_name: str | None = None,
+                limit: int | None = None,
+                progress: Callable[[int, int | None], None] | None = None,
+                cancel: threading.Event | None = None, plain: bool = True,
+                chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None,
+                trainer: str | None = None, train_turns: str | None = None,
+                fork_threshold: int | None = None) -> dict[str, Any]:
+    """Scan SOURCE (a path / spec, or rollouts already in memory) with :func:`viewer.drift.scan`.
+
+    Tokenizer: ``tok`` when given; else the ``tokenizer`` override (it must load, or
+    :class:`ScanInputError`); else resolved **per rollout** from its model and capture
+    folder (a folder of captures may mix models), consecutive rollouts sharing one being
+    scanned together in batches of ``chunk_rollouts``. The result adds ``source``,
+    ``tokenizer`` (a name, or the names joined when several were used), ``tokenizers``,
+    ``errors`` (unreadable rollouts) and ``totals.unreadable``; each turn record carries
+    ``tokenizer``. Raises :class:`ScanInputError` when SOURCE is missing or holds no
+    readable rollout. ``on_rollout`` sees every rollout as it is read (the UI keeps a few).
+    ``trainer`` / ``train_turns`` / ``fork_threshold`` name the trainer semantics
+    (:mod:`viewer.drift.trainer`; None = what each rollout supports); the result's
+    ``trainer`` block says which ran, with TRL's tally summed over rollouts.
+    """
+    from viewer import drift
+    from viewer.drift.scan import merge_trainer, new_trainer_block
+    from viewer.drift.trainer import check_args
+    from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
+
+    settings = settings or Settings()
+    thr = fork_threshold
+    try:  # a wrong trainer name is a usage error before anything is read
+        check_args(trainer, train_turns, thr)
+    except drift.TrainerSpecError as e:
+        raise ScanInputError(str(e), not_found=True) from e
+    if isinstance(source, Rollout):
+        source = [source]
+    if isinstance(source, list):
+        rollouts: Any = source[:limit] if limit else source
+        first = rollouts[0] if rollouts else None
+        errors: list[dict[str, str]] = []
+        label = ", ".join(r.source for r in rollouts[:3]) + (" …" if len(rollouts) > 3 else "")
+    else:
+        rollouts = iter_rollouts(source, settings, limit)
+        first = rollouts.peek()
+        errors = rollouts.errors
+        label = str(source)
+    if first is None:
+        why = "; ".join(f"{e['source']}: {e['error']}" for e in errors[:3])
+        raise ScanInputError(f"{label}: no readable rollout" + (f" ({why})" if why else ""))
+    if tok is not None:
+        fixed: TokenizerChoice | None = TokenizerChoice(
+            tok_name or getattr(tok, "name_or_path", None) or type(tok).__name__, tok, "local-dir", "")
+    elif tokenizer:
+        fixed = resolve_tokenizer(None, tokenizer)
+        if fixed.tokenizer is None:
+            raise ScanInputError(f"tokenizer {tokenizer!r} could not be loaded: {fixed.message}")
+    else:
+        fixed = None
+    pick = (lambda r: fixed) if fixed is not None else _TokenizerCache(settings)
+    total = rollouts.total() if hasattr(rollouts, "total") else len(rollouts)
+    out: dict[str, Any] = {"turns": [], "totals": {}, "trainer": new_trainer_block(thr)}
+    names: dict[str | None, str] = {}
+    done = 0
+    batch: list[Rollout] = []
+    batch_choice: Any = None
+
+    def flush() -> None:
+        nonlocal done
+        if not batch:
+            return
+        base = done
+
+        def prog(d: int, _t: int | None) -> None:
+            if progress is not None:
+                progress(base + d, total)
+
+        res = drift.scan(batch, batch_choice.tokenizer, progress=prog, cancel=cancel, plain=plain,
+                         chunk_rollouts=chunk_rollouts, trainer=trainer, train_turns=train_turns,
+                         fork_threshold=thr)
+        for rec in res["turns"]:
+            rec["tokenizer"] = batch_choice.name
+        out["turns"].extend(res["turns"])
+        _merge(out["totals"], res["totals"])
+        merge_trainer(out["trainer"], res["trainer"])
+        names.setdefault(batch_choice.name, batch_choice.message)
+        done += len(batch)
+        batch.clear()
+
+    for r in rollouts:
+        if cancel is not None and cancel.is_set():
+            out["totals"]["cancelled"] = True
+            break
+        if on_rollout is not None:
+            on_rollout(r)
+        c = pick(r)
+        if batch and (c.tokenizer is not batch_choice.tokenizer or len(batch) >= chunk_rollouts):
+            flush()
+        batch_choice = c
+        batch.append(r)
+    if not (cancel is not None and cancel.is_set()):
+        flush()
+    else:
+        out["totals"]["cancelled"] = True
+    t = out["totals"]
+    for k, v in (("turns", 0), ("drifted_turns", 0), ("by_cause", {}), ("forked_rows", 0), ("unchecked", 0),
+                 ("tokens_losing_gradient", 0), ("rows", 0), ("rollouts", 0), ("retokenize_drifted", 0),
+                 ("template_drifted", 0), ("prefix_broken", 0), ("cancelled", False)):
+        t.setdefault(k, v)
+    t.setdefault("unchecked_by_check", {"retokenize": 0, "template": 0, "prefix": 0})
+    t["unreadable"] = len(errors)
+    used = [n for n in names]
+    out["source"] = label
+    out["tokenizer"] = used[0] if len(used) == 1 else (" + ".join(str(n) for n in used) if used else None)
+    out["tokenizers"] = [{"name": n, "note": m} for n, m in names.items()]
+    out["errors"] = list(errors)
+    return out
