@@ -38,3 +38,61 @@ def test_html_is_built_only_in_render():
             if tag in text:
                 offenders.append(f"{p.relative_to(REPO)}: {tag}")
     assert offenders == []
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> viewer modules it imports (anywhere in the file, lazy imports included).
+    ``from pkg import sub`` is an edge to ``pkg.sub`` only: importing a submodule runs its
+    package's ``__init__``, which is a parent, not a dependency cycle."""
+    import ast
+
+    files = {}
+    for p in (REPO / "viewer").rglob("*.py"):
+        parts = p.relative_to(REPO).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, p in files.items():
+        pkg = mod if p.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in files]
+                graph[mod].update(subs)
+                if target in files and len(subs) < len(node.names):
+                    graph[mod].add(target)
+            elif isinstance(node, ast.Import):
+                graph[mod].update(a.name for a in node.names if a.name in files)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
+    cycles, state = [], {}
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = "open"
+        for n in sorted(graph[m]):
+            if state.get(n) == "open":
+                cycles.append(" -> ".join(path[path.index(n):] + [n]))
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = "done"
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    return cycles
+
+
+def test_no_import_cycles():
+    graph = _import_graph()
+    assert graph["viewer.drift_cli"] and "viewer.tokenizer.choice" in graph  # the walk found the modules
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_reports_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a -> b -> c -> a"]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
