@@ -9,10 +9,14 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-__all__ = ["Settings", "REPO_ROOT", "SAMPLE_DIR"]
+__all__ = ["Settings", "REPO_ROOT", "SAMPLE_DIR", "LOW_LOGPROB"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = REPO_ROOT / "sample_data"
+
+
+# the one default of the low-logprob threshold (functions that take ``low`` default to it)
+LOW_LOGPROB = -2.5
 
 
 def _setting(default, env: str, help: str):
@@ -33,10 +37,12 @@ class Settings:
                                 "Tokens painted per page in the token view; longer turns are paged.")
     context_tail: int = _setting(512, "VIEWER_CONTEXT_TAIL",
                                  "Prompt tokens shown when the context is collapsed to its tail.")
-    low_logprob: float = _setting(-2.5, "VIEWER_LOW_LOGPROB",
+    low_logprob: float = _setting(LOW_LOGPROB, "VIEWER_LOW_LOGPROB",
                                   "Tokens below this logprob are flagged as low-probability.")
     tokenizer: str = _setting("", "VIEWER_TOKENIZER",
                               "Tokenizer override: a local directory or a Hub name (Hub only when online).")
+    hub_cache: str = _setting("", "VIEWER_HUB_CACHE",
+                              "Folder where files fetched from the Hub are cached (default: a folder in the system temp dir).")
     cache_rollouts: int = _setting(16, "VIEWER_CACHE_ROLLOUTS",
                                    "Parsed rollouts kept in memory (LRU) across sessions.")
     public: bool = _setting(False, "VIEWER_PUBLIC",
@@ -86,6 +92,11 @@ class Settings:
             else:
                 kwargs[f.name] = type(f.default)(raw)
         return cls(**kwargs)
+
+    def public_mode(self, environ: dict[str, str] | None = None) -> bool:
+        """Public mode: the ``public`` setting, or running as a Hugging Face Space (``SPACE_ID``)."""
+        env = os.environ if environ is None else environ
+        return bool(self.public or env.get("SPACE_ID"))
 
     @classmethod
     def docs(cls) -> list[tuple[str, str, object, str]]:

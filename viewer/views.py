@@ -14,6 +14,7 @@ import pandas as pd
 
 from .rollout import Rollout, Turn
 from .tokens import TurnTokens, turn_tokens
+from .config import LOW_LOGPROB
 
 __all__ = ["TURN_COLUMNS", "turn_table", "with_prompt_ids", "TurnView", "turn_view"]
 
@@ -25,7 +26,7 @@ def _r(v: float | None) -> float | None:
 
 
 def turn_table(r: Rollout, *, trained_only: bool = False, tool: str | None = None,
-               low_only: bool = False, low: float = -2.5) -> pd.DataFrame:
+               low_only: bool = False, low: float = LOW_LOGPROB) -> pd.DataFrame:
     """One row per call (bookkeeping calls included and labelled), filtered as asked."""
     rows: list[dict[str, Any]] = []
     for t in r.turns:

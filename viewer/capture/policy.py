@@ -27,7 +27,7 @@ __all__ = ["is_public", "allowed_users", "Decision", "check_start", "check_endpo
 
 def is_public(settings: Settings, environ: dict[str, str] | None = None) -> bool:
     env = os.environ if environ is None else environ
-    return bool(settings.public or env.get("SPACE_ID"))
+    return settings.public_mode(env)
 
 
 def allowed_users(settings: Settings) -> set[str]:

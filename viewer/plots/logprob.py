@@ -7,6 +7,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from ..config import LOW_LOGPROB
 from ..rollout import Rollout, Turn
 from ..tokenizer import texts_from_output_bytes
 from .style import (BOOKKEEPING, FONT, LOW, MAX_POINTS, MAX_SHADED_RUNS, NO_LOGPROBS, SHADE, TEXT_LIMIT, TRAINED, UNTRAINED,
@@ -38,7 +39,7 @@ def trained_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float = -2.5,
+def logprob_figure(turn: Turn, token_texts: list[str] | None = None, low: float = LOW_LOGPROB,
                    offset: int = 0, height: int = 300) -> go.Figure:
     """Per-token logprob along one turn's output.
 
@@ -218,7 +219,7 @@ def turns_figure(rollout: Rollout, height: int = 300) -> go.Figure:
     return fig
 
 
-def histogram_figure(rollout: Rollout, low: float = -2.5, bins: int = 60, height: int = 260) -> go.Figure:
+def histogram_figure(rollout: Rollout, low: float = LOW_LOGPROB, bins: int = 60, height: int = 260) -> go.Figure:
     """Histogram of logprobs over all trained tokens (mask 1) with the ``low`` threshold.
 
     Binned here with numpy and drawn as a bar chart, so the payload stays small for

@@ -7,6 +7,7 @@ from typing import Any
 from ..rollout import Turn
 from ..tokens import TurnTokens
 from .escape import safe_json
+from ..config import LOW_LOGPROB
 
 __all__ = ["token_view_payload", "token_payload", "row_view_payload", "trainer_rows"]
 
@@ -51,7 +52,7 @@ def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: 
 def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special: list[bool] | None = None,
                   logprobs: list[float | None] | None = None, prompt_len: int = 0, turn: int = 0,
                   trained: bool = True, kind: str = "agent", role: str = "main", prompt_source: str = "",
-                  output_source: str = "", exact: bool = True, oov: list[int] | None = None, low: float = -2.5,
+                  output_source: str = "", exact: bool = True, oov: list[int] | None = None, low: float = LOW_LOGPROB,
                   context_tail: int = 512, page_tokens: int = 50000, note: str = "",
                   top: dict[str, list] | None = None, alt: dict[int, str] | None = None,
                   focus: tuple[int, int] | None = None, mode: str = "mask", link: str = "") -> str:
@@ -90,7 +91,7 @@ def trainer_rows(rows: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def row_view_payload(row: Any, table: Any = None, *, turn: int | None = None, label: str = "", low: float = -2.5,
+def row_view_payload(row: Any, table: Any = None, *, turn: int | None = None, label: str = "", low: float = LOW_LOGPROB,
                      context_tail: int = 512, page_tokens: int = 50000) -> str:
     """One trainer row (a :class:`viewer.drift.TrainingRow`) as a token view: mask 1 = trained.
 

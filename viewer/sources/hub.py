@@ -213,7 +213,9 @@ def is_capture_layout(files: dict[str, int | None]) -> bool:
 
 
 def cache_dir(spec: HubSpec) -> Path:
-    root = Path(os.environ.get("VIEWER_HUB_CACHE") or Path(tempfile.gettempdir()) / "rollout-inspector-hub")
+    from viewer.config import Settings
+
+    root = Path(Settings.from_env().hub_cache or Path(tempfile.gettempdir()) / "rollout-inspector-hub")
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.repo}@{spec.revision or 'main'}/{spec.path}")
     return root / safe
 

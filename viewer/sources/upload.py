@@ -10,7 +10,6 @@ ever written outside the target folder. No parsing happens here.
 """
 from __future__ import annotations
 
-import os
 
 import shutil
 import stat
@@ -65,7 +64,7 @@ def resolve_user_path(text: str, settings: Settings | None = None) -> Path:
     # Other visitors' uploads and (on a public app) captures are theirs: never by typed path or link
     if any(part.startswith(UPLOAD_PREFIX) for part in resolved.parts):
         raise ValueError(f"{raw}: an uploaded file is only visible to the session that uploaded it; refused")
-    if (settings.public or os.environ.get("SPACE_ID")) and \
+    if settings.public_mode() and \
             resolved.is_relative_to(Path(settings.capture_out_root).expanduser().resolve()):
         raise ValueError(f"{raw}: captures on a public app open through their owner's job link; refused")
     if not resolved.exists():
