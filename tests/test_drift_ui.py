@@ -155,3 +155,32 @@ def test_browser_scan_row_jumps_to_tokens(page, app_url):
     cell.click()
     page.wait_for_function(f"document.querySelector('#token-view .ri-tv')?.dataset.turn === '{last}'", timeout=30000)
     assert page.get_by_role("tab", name="Tokens").get_attribute("aria-selected") == "true"
+
+
+def test_scan_table_rows_of_a_data_file_reopen(tmp_path, qwen3):
+    """A scan of a data file (typed in the scan panel's path box): every table row (a row of that
+    file, which has no path of its own) opens again from the table. Before, the lookup fell
+    through to "open this path" and failed for every data-file row."""
+    from _row_fixtures import contract_rows, write_jsonl
+
+    from viewer.config import Settings
+    from viewer.drift_cli import scan_source, scan_table
+    from viewer.ui.drift_tab import keep_unpathed, open_scanned
+    from viewer.ui.store import RolloutStore
+
+    rows = contract_rows(qwen3)
+    rows = [rows[0], dict(rows[0], completion_token_ids=rows[0]["completion_token_ids"][:1],
+                          per_token_logps=[-0.2], loss_mask=rows[0]["loss_mask"][:len(rows[0]["prompt_token_ids"]) + 1])]
+    write_jsonl(rows, tmp_path / "data" / "rows.jsonl")
+    settings = Settings(data_root=str(tmp_path))
+    entry = {"keys": {}, "kept": {}}
+    res = scan_source(tmp_path / "data" / "rows.jsonl", settings, on_rollout=keep_unpathed(entry))
+    table = scan_table(res)
+    assert len(table) == 2
+    store = RolloutStore(settings)
+    for rec, raw in zip(table, rows):
+        op = open_scanned(entry, str(rec["rollout"]), store, settings)
+        assert op is not None
+        turn = op.rollout.turns[0]
+        assert list(turn.output_ids) == raw["completion_token_ids"]  # this row's ids, from the file
+        assert list(turn.prompt_ids) == raw["prompt_token_ids"]

@@ -35,10 +35,6 @@ class TurnTokens:
     out_of_vocab: list[int] = field(default_factory=list)  # absolute positions
     alt_texts: dict[int, str] = field(default_factory=dict)  # texts of top-k alternative ids
 
-    @property
-    def output_len(self) -> int:
-        return len(self.ids) - self.prompt_len
-
 
 def turn_tokens(turn: Turn, table: TokenTexts | None) -> TurnTokens:
     ids = list(turn.prompt_ids) + list(turn.output_ids)

@@ -11,7 +11,6 @@ an error message (None when clean) for the caller to wrap in a located Problem.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -204,8 +203,3 @@ class BytesColumn(_EntryColumn):
             return bytes(b)
         except (TypeError, ValueError):
             return None
-
-
-def finite_or_none(x: float | None) -> float | None:
-    """Helper for consumers: the value if it is a finite number."""
-    return x if x is not None and math.isfinite(x) else None

@@ -30,7 +30,7 @@ __all__ = ["build", "SCOPES"]
 
 SCOPES = ["open rollout", "folder of captures", "Hub dataset"]
 ALL, DRIFTED = "(all turns)", "(drifted turns)"
-_KEEP_HUB_ROLLOUTS = 64  # Hub rollouts kept in memory per scan so a table row can open them
+_KEEP_UNPATHED = 64  # rollouts without a path of their own (Hub, data-file rows) kept per scan to reopen
 _SCAN_CACHE = 8          # finished scans kept (per server) for filtering and jumping
 
 
@@ -59,6 +59,25 @@ _CANCEL: dict[str, threading.Event] = {}
 
 AUTO = "auto (what the source supports)"
 TRAINERS = [AUTO, *MODES]
+
+
+def keep_unpathed(entry: dict[str, Any]):
+    """An ``on_rollout`` hook: keep the scanned rollouts that cannot be reopened by path (a Hub
+    dataset's, a data file's rows), so a click on their table row opens them."""
+    def keep(r) -> None:
+        if len(entry["kept"]) < _KEEP_UNPATHED and not Path(str(r.source)).exists():
+            entry["kept"][r.source] = r
+    return keep
+
+
+def open_scanned(entry: dict[str, Any], name: str, store, settings: Settings):
+    """The rollout a scan table row names: the open one, one kept by the scan, else by path
+    (inside the data root). None when it is gone (the caller asks to scan again)."""
+    if name in entry["keys"]:
+        return store.get(entry["keys"][name])
+    if name in entry["kept"]:
+        return store.put(entry["kept"][name])
+    return store.open(resolve_user_path(name, settings))
 
 
 def _spec(rollout, trainer: str | None, train_turns: str | None):
@@ -273,17 +292,16 @@ def build(settings: Settings, store, browse) -> None:
                     p = resolve_user_path(folder_text or ".", settings)
                 except ValueError as e:
                     return fail(str(e))
-                res = scan_source(p, settings, limit=lim, progress=prog, cancel=cancel)
+                # rows of data files in the folder have no path of their own: kept to reopen
+                res = scan_source(p, settings, limit=lim, progress=prog, cancel=cancel,
+                                  on_rollout=keep_unpathed(entry))
             elif what == "Hub dataset":
                 spec = (hub_text or "").strip()
                 if not spec.startswith("hf://"):
                     return fail("Give a Hub dataset as hf://datasets/OWNER/NAME.")
 
-                def keep(r) -> None:
-                    if len(entry["kept"]) < _KEEP_HUB_ROLLOUTS:
-                        entry["kept"][r.source] = r
-
-                res = scan_source(spec, settings, limit=lim, progress=prog, cancel=cancel, on_rollout=keep)
+                res = scan_source(spec, settings, limit=lim, progress=prog, cancel=cancel,
+                                  on_rollout=keep_unpathed(entry))
             else:
                 op = store.get(key)
                 if op is None:
@@ -324,14 +342,8 @@ def build(settings: Settings, store, browse) -> None:
         if not row or entry is None:
             return skip
         name, turn = str(row[0]), int(row[1])
-        op = None
         try:
-            if name in entry["keys"]:
-                op = store.get(entry["keys"][name])
-            elif name in entry["kept"]:
-                op = store.put(entry["kept"][name])
-            else:
-                op = store.open(resolve_user_path(name, settings))
+            op = open_scanned(entry, name, store, settings)
         except (ValueError, SourceError) as e:
             gr.Warning(f"Cannot open {name}: {e}")
             return skip
