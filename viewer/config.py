@@ -74,6 +74,9 @@ class Settings:
                                         "Python of the vLLM environment (default .venv-vllm/bin/python).")
     capture_opencode: str = _setting("", "CAPTURE_OPENCODE",
                                      "opencode binary (default: the one scripts/setup_capture.sh installs).")
+    capture_auto_setup: bool = _setting(True, "CAPTURE_AUTO_SETUP",
+                                        "Install the capture environment (vLLM env, opencode; scripts/setup_capture.sh) "
+                                        "when a capture first needs it; off = the capture fails and says how to.")
     capture_hf_flavor: str = _setting("a100-large", "CAPTURE_HF_FLAVOR",
                                       "Hugging Face Jobs hardware flavor for --backend hf-jobs.")
     capture_results_repo: str = _setting("", "CAPTURE_RESULTS_REPO",

@@ -54,6 +54,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-title", action="store_true", help="disable opencode's title call")
     p.add_argument("--flavor", default=None, help="hf-jobs hardware flavor")
     p.add_argument("--results-repo", default=None, help="hf-jobs: dataset repo the job pushes the capture to")
+    p.add_argument("--no-auto-setup", action="store_true",
+                   help="fail (saying how to install) instead of installing a missing capture environment")
     p.add_argument("--json", action="store_true", help="print summary.json on stdout")
     p.set_defaults(func=_cmd_capture)
 
@@ -76,6 +78,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
         top_logprobs=pick(a.top_logprobs, settings.capture_top_logprobs),
         logprobs_mode=pick(a.logprobs_mode, settings.capture_logprobs_mode), title=not a.no_title,
         vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
+        auto_setup=settings.capture_auto_setup and not a.no_auto_setup,
         flavor=pick(a.flavor, settings.capture_hf_flavor), results_repo=pick(a.results_repo, settings.capture_results_repo))
 
 

@@ -1,14 +1,12 @@
 """One capture: phases with progress events, cancellable, nothing left running.
 
-Phases: ``setup`` (task, workdir, model build) -> ``server`` (vLLM start or endpoint check)
+Phases: ``setup`` (task, workdir, the capture env on first use, model build) -> ``server`` (vLLM start or endpoint check)
 -> ``agent`` (recording proxy + opencode) -> ``reward`` (held-out tests) -> ``artefacts``.
 Whatever happens, the ``finally`` path stops opencode, the proxy and any server we
 started, then writes every artefact it can from what was recorded (a failed or cancelled
 capture is still viewable) with a clear ``status``/``error`` in ``summary.json``.
 
-Artefacts in ``out``: trace.json, turns.json, task.json, visible_tests.txt,
-held_out_tests.json, summary.json, proxy_trace.jsonl (raw proxy records, appended live)
-and agent_log.jsonl (opencode's NDJSON events).
+Artefacts in ``out``: :data:`viewer.sources.layout.ARTEFACTS` and ``tokenizer/``.
 """
 from __future__ import annotations
 
@@ -28,6 +26,7 @@ from viewer.capture import agent as agent_mod
 from viewer.capture.artefacts import derive_turns, outcome_notes, versions, write_trace_artefacts
 from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, LocalVLLM, tail
 from viewer.capture import sandbox as sandbox_mod
+from viewer.capture import environment as envmod
 from viewer.capture import tokfiles
 from viewer.capture.procs import capture_tag, kill_marked, popen, stop_group
 from viewer.capture.proxy import ProxyConfig, ProxyServer
@@ -164,6 +163,7 @@ class CaptureJob:
             script = None
             if s.scripted:
                 script = Script(scripted_steps(task, workdir, s.script_commands))
+            envmod.ensure(s, self.log, self.cancel_event)  # the first capture installs the capture env
             if s.backend == "local":
                 backend = LocalVLLM(model=s.model, log_path=server_log, python=s.vllm_python,
                                     logprobs_mode=s.logprobs_mode or ("raw_logprobs" if s.scripted else "processed_logprobs"), max_model_len=s.context_tokens + s.max_output_tokens,

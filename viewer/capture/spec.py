@@ -46,6 +46,8 @@ class CaptureSpec:
     # logit_bias -100 on the tokenizer's <tool_call>/</tool_call> special tokens, so the model
     # spells them as plain pieces (the retokenisation case the viewer exists to show)
     spell_tool_call_as_pieces: bool = False
+    # install the capture environment (vLLM env, opencode) when missing, with its output in the log
+    auto_setup: bool = True
     tokenizer: str = ""  # where the served model's tokenizer is (folder or Hub name); default: from the model
     flavor: str = "a100-large"  # hf-jobs
     results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to

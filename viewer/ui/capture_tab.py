@@ -107,7 +107,7 @@ def build(settings: Settings, store, browse) -> None:
                            top_logprobs=settings.capture_top_logprobs, logprobs_mode=settings.capture_logprobs_mode,
                            vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
                            flavor=settings.capture_hf_flavor, results_repo=repo_v or "", require_sandbox=public,
-                           spell_tool_call_as_pieces=bool(pieces_v))
+                           spell_tool_call_as_pieces=bool(pieces_v), auto_setup=settings.capture_auto_setup)
         try:
             owner = f"user:{d.owner}" if public else _owner(request)
             job_id = RUNNER.start(spec, owner=owner, max_wall_s=settings.capture_max_wall_s)
