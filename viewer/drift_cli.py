@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from viewer.config import Settings
+from viewer.drift.results import ScanResult
 from viewer.drift.corpus import ScanInputError, discover, iter_rollouts, scan_source
 
 __all__ = ["add_parser", "discover", "iter_rollouts", "scan_source", "scan_table", "SCAN_COLUMNS",
@@ -36,7 +37,7 @@ def _yn(v: bool | None) -> str:
     return "—" if v is None else ("equal" if v else "DIFF")
 
 
-def scan_table(result: dict[str, Any], cause: str | None = None, drifted_only: bool = False) -> list[dict[str, Any]]:
+def scan_table(result: ScanResult, cause: str | None = None, drifted_only: bool = False) -> list[dict[str, Any]]:
     """One plain dict per turn (columns :data:`SCAN_COLUMNS`), optionally only turns where
     some check names ``cause``, or only drifted turns. Used by the CLI table and the UI."""
     out = []

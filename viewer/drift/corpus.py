@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.config import Settings
+from viewer.drift.results import ScanResult
 from viewer.rollout import Rollout
 
 __all__ = ["ScanInputError", "discover", "iter_rollouts", "scan_source"]
@@ -198,7 +199,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
                 cancel: threading.Event | None = None, plain: bool = True,
                 chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None,
                 trainer: str | None = None, train_turns: str | None = None,
-                fork_threshold: int | None = None) -> dict[str, Any]:
+                fork_threshold: int | None = None) -> ScanResult:
     """Scan SOURCE (a path / spec, or rollouts already in memory) with :func:`viewer.drift.scan`.
 
     Tokenizer: ``tok`` when given; else the ``tokenizer`` override (it must load, or

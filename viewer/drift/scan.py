@@ -16,6 +16,7 @@ from viewer.drift.checks import prefix_audit
 from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_rows
 from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import token_table
+from .results import ScanResult, TrainerBlock
 
 __all__ = ["scan", "merge_trainer", "new_trainer_block"]
 
@@ -35,7 +36,7 @@ class _TrainerChoice:
         return trainer_rows(r, choose_spec(r, self.mode, self.train_turns, self.fork_threshold), tok)
 
 
-def new_trainer_block(fork_threshold: int | None = None) -> dict[str, Any]:
+def new_trainer_block(fork_threshold: int | None = None) -> TrainerBlock:
     return {"mode": None, "train_turns": None, "trl_version": None, "fork_threshold": fork_threshold,
             "chosen": None, "reason": None, "modes": {}, "errors": 0,
             "tally": {"clean": 0, "realign": 0, "fork": 0, "transitions": 0, "drift_tokens": 0, "drift_max": 0}}
@@ -203,7 +204,7 @@ def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
 def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None], None] | None = None,
          cancel: threading.Event | None = None, *, plain: bool = True, chunk_rollouts: int = 32,
          trainer: str | None = None, train_turns: str | None = None,
-         fork_threshold: int | None = None) -> dict[str, Any]:
+         fork_threshold: int | None = None) -> ScanResult:
     """Drift over a dataset (agent turns), JSON-able. See the module doc for the checks.
 
     Per turn: ``retokenize`` {equal, first_mismatch, changed_spans, cause}, ``template``

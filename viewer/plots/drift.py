@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 
 from .style import base_layout, empty
+
+if TYPE_CHECKING:  # the type only: rendering needs no analysis code
+    from ..drift.results import ScanResult
 
 __all__ = ["drift_cause_figure", "drift_rollout_figure"]
 
@@ -24,7 +28,7 @@ def _scan_causes(rec: dict) -> dict[str, set[str]]:
     return out
 
 
-def drift_cause_figure(result: dict, cause: str | None = None, height: int = 300) -> go.Figure:
+def drift_cause_figure(result: ScanResult, cause: str | None = None, height: int = 300) -> go.Figure:
     """Drifted turns per cause, split by the check that found it (a turn counts once per
     check and cause). The bar of ``cause`` (the active filter) is outlined."""
     turns = result.get("turns") or []
@@ -51,7 +55,7 @@ def drift_cause_figure(result: dict, cause: str | None = None, height: int = 300
     return fig
 
 
-def drift_rollout_figure(result: dict, height: int = 300, max_bars: int = MAX_ROLLOUT_BARS) -> go.Figure:
+def drift_rollout_figure(result: ScanResult, height: int = 300, max_bars: int = MAX_ROLLOUT_BARS) -> go.Figure:
     """Drifted turns per rollout (stacked by check), most drifted first; the hover names
     the rollout and its tokens losing gradient. ``customdata`` = the rollout name."""
     per: dict[str, dict[str, int]] = {}

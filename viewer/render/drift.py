@@ -4,9 +4,12 @@ Styles live in ``viewer/ui/assets/app.css`` (``.ri-drift``, ``.ri-d-*``)."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TYPE_CHECKING
 
 from .escape import esc, fmt, kv, notice_html
+
+if TYPE_CHECKING:  # the type only: rendering needs no analysis code
+    from ..drift.results import ScanResult
 
 __all__ = ["drift_turn_html", "drift_roundtrip_html", "drift_template_html", "drift_prefix_html",
            "drift_rows_html", "drift_empty_html", "drift_scan_html"]
@@ -234,7 +237,7 @@ def drift_turn_html(report: Any, table: Any = None, tokenizer_note: str = "") ->
 def drift_empty_html(message: str) -> str:
     return f'<div class="ri-drift">{notice_html(message)}</div>'
 
-def drift_scan_html(result: dict[str, Any], note: str = "") -> str:
+def drift_scan_html(result: ScanResult, note: str = "") -> str:
     """Totals of a dataset scan (:func:`viewer.drift.scan` result)."""
     t = result.get("totals", {})
     causes = ", ".join(f"{c} {n}" for c, n in sorted(t.get("by_cause", {}).items(), key=lambda kv: -kv[1])) or "none"
