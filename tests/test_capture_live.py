@@ -182,7 +182,7 @@ def test_e2e_scripted_opencode_capture(vllm, tmp_path):
     tools = [r["response"]["choices"][0]["message"].get("tool_calls", [{}])[0].get("function", {}).get("name")
              for r in main[:2]]
     assert tools == ["write", "bash"]
-    # the engine's prompt = the Qwen3 template over the request, once arguments are parsed (CAPTURE.md §2)
+    # the engine's prompt = the Qwen3 template over the request, once arguments are parsed (docs/CAPTURE.md §2)
     from viewer.tokenizer import render_prompt_ids
 
     tok = load_qwen3()

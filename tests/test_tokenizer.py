@@ -79,7 +79,7 @@ def test_tokenizer_json_is_the_pinned_qwen3_file():
 
 
 def test_vocab_size(qwen3, table):
-    # 151,643 BPE entries + 26 added tokens (CAPTURE.md §6.1)
+    # 151,643 BPE entries + 26 added tokens (docs/CAPTURE.md §6.1)
     assert table.vocab_size == len(qwen3) == 151_669
 
 
@@ -164,7 +164,7 @@ def test_nfc_normalisation_is_visible_in_bytes(qwen3, table):
 def test_tool_call_as_special_vs_as_pieces(qwen3, table):
     # As text through the tokenizer, "<tool_call>" is the single added token 151657.
     assert qwen3.encode("<tool_call>", add_special_tokens=False) == [151657]
-    # A model can also *sample* the same text as ordinary pieces (CAPTURE.md §2:
+    # A model can also *sample* the same text as ordinary pieces (docs/CAPTURE.md §2:
     # [27, 83, 78, 78, 75, ...]); those show as plain characters and are not special.
     from tokenizers import Tokenizer
 
@@ -321,7 +321,7 @@ def test_tools_are_rendered(qwen3):
 def test_chat_template_hash(qwen3):
     h = chat_template_hash(qwen3)
     assert len(h) == 12
-    # sha256 of the Qwen3 template text as recorded in CAPTURE.md §6.1: 87a2728c…96b5
+    # sha256 of the Qwen3 template text as recorded in docs/CAPTURE.md §6.1: 87a2728c…96b5
     assert h.startswith("87a2728c")
     assert hashlib.sha256(qwen3.chat_template.encode()).hexdigest().endswith("96b5")
 

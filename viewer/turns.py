@@ -1,7 +1,7 @@
 """Which model calls are agent turns, which are trained, and their loss masks.
 
 Pure functions over :class:`~viewer.rollout.Turn` values (no I/O). They implement the
-upstream rule (FORMATS.md §2.4 steps 1–2, the TRL/OpenEnv opencode example):
+upstream rule (docs/FORMATS.md §2.4 steps 1–2, the TRL/OpenEnv opencode example):
 
 1. the *primary* system prompt is that of the first call with non-empty messages and
    tools; a call is an agent turn iff it has messages, tools, and that system prompt;
@@ -9,7 +9,7 @@ upstream rule (FORMATS.md §2.4 steps 1–2, the TRL/OpenEnv opencode example):
    output token then, else 0.
 
 Calls the rule drops are not removed: they become ``kind="bookkeeping"`` with a ``role``
-recognised from the system prompt (FORMATS.md §2.3) so the UI can list them. A kind or
+recognised from the system prompt (docs/FORMATS.md §2.3) so the UI can list them. A kind or
 mask recorded by the source (``meta["kind_source"] == "record"``, ``meta["mask_source"]``
 set) always wins over the rule.
 """
@@ -22,7 +22,7 @@ from viewer.rollout import Turn
 __all__ = ["TITLE_PREFIX", "SUMMARISER_PREFIX", "AGENT_PREFIX", "system_prompt", "role_from_prompt",
            "kind_from_label", "has_tool_call", "classify_calls", "derive_training"]
 
-# Opening words of opencode's system prompts (opencode 1.18.33, FORMATS.md §2.3).
+# Opening words of opencode's system prompts (opencode 1.18.33, docs/FORMATS.md §2.3).
 TITLE_PREFIX = "You are a title generator"
 SUMMARISER_PREFIX = "You are a context summarization agent"
 AGENT_PREFIX = "You are opencode"

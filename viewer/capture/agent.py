@@ -1,4 +1,4 @@
-"""opencode driver: one non-interactive ``opencode run`` on one task (CAPTURE.md §4).
+"""opencode driver: one non-interactive ``opencode run`` on one task (docs/CAPTURE.md §4).
 
 A fresh HOME per run, our ``opencode.json`` (provider -> the recording proxy), the offline
 switches, ripgrep on PATH, a non-empty workdir, the prompt on stdin (a single argv word
@@ -130,7 +130,7 @@ def run_opencode(instruction: str, workdir: Path, home: Path, proxy_url: str, mo
     runs opencode and every tool it starts inside bubblewrap; None runs it on the host."""
     exe = find_opencode(binary)
     workdir.mkdir(parents=True, exist_ok=True)
-    if not any(workdir.iterdir()):  # never launch from an empty directory (CAPTURE.md §4.4)
+    if not any(workdir.iterdir()):  # never launch from an empty directory (docs/CAPTURE.md §4.4)
         (workdir / "TASK.md").write_text(instruction, encoding="utf-8")
     home.mkdir(parents=True, exist_ok=True)
     cfg_path = home / "opencode.json"

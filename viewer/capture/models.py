@@ -1,4 +1,4 @@
-"""CPU models for development, tests and offline demos (CAPTURE.md §7).
+"""CPU models for development, tests and offline demos (docs/CAPTURE.md §7).
 
 * ``tiny-qwen3``: a random-weight ``Qwen3ForCausalLM`` built from a config (hidden 128,
   head_dim 64, 2 layers, max_position 32768: vLLM-friendly sizes) saved next to the real

@@ -1,7 +1,7 @@
 """Recording proxy: an ASGI app in front of an OpenAI-compatible vLLM server.
 
 Every ``POST .../chat/completions`` is forwarded with ``logprobs``, ``top_logprobs``,
-``return_token_ids`` and ``return_tokens_as_token_ids`` added (CAPTURE.md §3); the
+``return_token_ids`` and ``return_tokens_as_token_ids`` added (docs/CAPTURE.md §3); the
 upstream answer goes back to the client unchanged (streaming SSE bytes are passed through
 as they arrive), and one record per call is appended and flushed to a JSONL file when the
 call completes, fails or is cut. Other paths (``/v1/models``, ``/health`` ...) are
@@ -36,7 +36,7 @@ from viewer.sources.openai_wire import StreamAccumulator
 __all__ = ["ProxyConfig", "Recorder", "StreamAssembler", "Script", "make_app", "ProxyServer", "regex_literal",
            "kind_of", "enrich_request", "build_record", "read_records"]
 
-# Request fields that carry the ids and logprobs we record (CAPTURE.md §1.1-1.3).
+# Request fields that carry the ids and logprobs we record (docs/CAPTURE.md §1.1-1.3).
 TOKEN_FIELDS = {"logprobs": True, "return_token_ids": True, "return_tokens_as_token_ids": True}
 _HOP = {"host", "content-length", "connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
         "proxy-authorization", "proxy-authenticate", "accept-encoding"}

@@ -43,7 +43,7 @@ def kind_of(body: dict[str, Any]) -> str:
 
 
 class Script:
-    """Scripted expert: a ``structured_outputs`` regex per call (CAPTURE.md §8).
+    """Scripted expert: a ``structured_outputs`` regex per call (docs/CAPTURE.md §8).
 
     ``steps`` are the exact assistant outputs of the main agent, in order; the step of a
     call is the number of assistant messages already in its request, so an opencode retry
@@ -55,7 +55,7 @@ class Script:
         self.steps = steps
         self.title = title
         # e.g. {"151657": -100}: makes the grammar spell <tool_call> as ordinary pieces, as a
-        # freely sampling model does (CAPTURE.md §2), so the capture shows that drift case
+        # freely sampling model does (docs/CAPTURE.md §2), so the capture shows that drift case
         self.logit_bias = logit_bias or {}
 
     def regex_for(self, body: dict[str, Any], kind: str) -> str | None:

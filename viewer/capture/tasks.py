@@ -3,7 +3,7 @@
 * Bundled tasks (``viewer/capture/tasks/bundled.json``): small stdin/stdout problems with
   a reference solution, used offline and by the scripted expert.
 * DeepCoder ``primeintellect`` tasks (``agentica-org/DeepCoder-Preview-Dataset``), only
-  when online, with the seed's ``build_dataset(n_prompts, seed)`` semantics (FORMATS.md
+  when online, with the seed's ``build_dataset(n_prompts, seed)`` semantics (docs/FORMATS.md
   §2.1): shuffle the train split with ``random.Random(seed)``, keep problems with >= 3
   stdin/stdout tests, first ``n_prompts`` of them; a problem's examples are its first
   tests and its held-out tests are up to 12 tests; ``task_id`` = sha1(instruction).

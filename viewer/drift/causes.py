@@ -24,7 +24,7 @@ CAUSES = (
     "template_kwargs",        # generation prompt differs: chat_template_kwargs (enable_thinking) not replayed
     "content_changed",        # anything else (history rewritten, lossy decode, ...)
 )
-# Agent Lightning's three classes (DRIFT.md §3.1), mapped per cause as in the §3.6 crosswalk.
+# Agent Lightning's three classes (docs/DRIFT.md §3.1), mapped per cause as in the §3.6 crosswalk.
 AL_CLASS = {
     "retokenized": "retoken",
     "special_token": "template",

@@ -4,7 +4,7 @@
 Conventions shared by every figure:
 
 * explicit ``height``, transparent paper and plot backgrounds, mid-grey font and grid
-  lines, so a figure reads in both light and dark themes (GRADIO.md §3.2);
+  lines, so a figure reads in both light and dark themes (docs/GRADIO.md §3.2);
 * hover text is built here and HTML-escaped (plotly renders a subset of HTML in hover
   labels), token text goes through :func:`viewer.tokenizer.visible` first;
 * ``customdata`` of every point is a plain int the UI can act on when the point is

@@ -3,7 +3,7 @@
 * capture folders and single trace / turns files -> :mod:`viewer.sources.capture`;
 * row datasets (parquet / JSONL / JSON files, a local folder of them, or a Hub dataset)
   -> :class:`DatasetSource`: one rollout per row, the format detected from the fields
-  (FORMATS.md §7; :mod:`viewer.sources.formats`) or chosen explicitly;
+  (docs/FORMATS.md §7; :mod:`viewer.sources.formats`) or chosen explicitly;
 * ``hf://`` capture-layout repos -> the capture files are fetched, then read as a folder.
 
 Readers never raise on bad data; :class:`SourceError` means nothing could be read (the

@@ -1,4 +1,4 @@
-"""agentcap captures (FORMATS.md §5): one row per model call, ``request``/``response`` JSON strings.
+"""agentcap captures (docs/FORMATS.md §5): one row per model call, ``request``/``response`` JSON strings.
 
 ``response`` is the upstream body, or ``{"stream": true, "raw": "<SSE>"}`` for streamed
 calls: :func:`parse_sse` rebuilds the assistant message from the ``data:`` chunks

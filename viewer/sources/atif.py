@@ -1,4 +1,4 @@
-"""ATIF trajectories (Harbor ``agent/trajectory.json``, FORMATS.md §4.4).
+"""ATIF trajectories (Harbor ``agent/trajectory.json``, docs/FORMATS.md §4.4).
 
 ``{schema_version: "ATIF-v1.x", session_id, agent{name, model_name?, tool_definitions?},
 steps[{step_id, source: system|user|agent, message, reasoning_content?, tool_calls?,

@@ -3,7 +3,7 @@
 Reads: ``trace.json`` (JSON array or JSONL of proxy records: the OpenEnv interception
 proxy's, our recording proxy's superset, newer TRL entries, the OpenEnv capture
 contract), ``turns.json`` (per-turn ids + mask), ``task.json``, ``visible_tests.txt``,
-``held_out_tests.json``, ``summary.json`` (FORMATS.md §2). Any of them may be missing
+``held_out_tests.json``, ``summary.json`` (docs/FORMATS.md §2). Any of them may be missing
 except that the trace or the turns file must exist. An OpenEnv ``RolloutResult``
 (``proxy_turns``) is read as a trace without request/response.
 

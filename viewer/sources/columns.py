@@ -191,7 +191,7 @@ class BytesColumn(_EntryColumn):
     """``column[i]`` = bytes of the sampled token's text (None if not recorded or invalid).
 
     Only the sampled entry's ``bytes`` are used: under ``--return-tokens-as-token-ids``
-    the top-k entries' bytes spell "token_id:N", not the token (CAPTURE.md §1.1).
+    the top-k entries' bytes spell "token_id:N", not the token (docs/CAPTURE.md §1.1).
     """
 
     def _at(self, i: int) -> bytes | None:

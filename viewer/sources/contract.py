@@ -1,4 +1,4 @@
-"""OpenEnv capture-contract rows (FORMATS.md §2.6): one agent call per row, engine ids.
+"""OpenEnv capture-contract rows (docs/FORMATS.md §2.6): one agent call per row, engine ids.
 
 ``{request:{messages, tools}, response:{choices:[{message, finish_reason}]},
 prompt_token_ids, completion_token_ids, per_token_logps, loss_mask (over prompt +

@@ -1,4 +1,4 @@
-"""Harbor / terminal-bench export rows (FORMATS.md §4.2-4.5), incl. the literal-token variant.
+"""Harbor / terminal-bench export rows (docs/FORMATS.md §4.2-4.5), incl. the literal-token variant.
 
 Row: ``conversations[{role, content}]`` (or ShareGPT ``{from, value}``), ``agent, model,
 task, episode, result, instruction, verifier_output``, optional ``tool_definitions``,

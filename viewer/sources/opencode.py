@@ -1,4 +1,4 @@
-"""opencode sessions (FORMATS.md §3): export rows (13point5 ``train.jsonl``) and ``{info, parts}`` lists.
+"""opencode sessions (docs/FORMATS.md §3): export rows (13point5 ``train.jsonl``) and ``{info, parts}`` lists.
 
 Export row: ``session_id, agent, exported_at, session{info, messages[{info, parts}]},
 metadata, batch_id``. The same session may appear in several batches; the dataset layer

@@ -2,7 +2,7 @@
 
 A start handler launches the job in :data:`viewer.capture.runner.RUNNER` (one capture per
 app) and activates a ``gr.Timer`` that polls its snapshot; ``?job=<id>`` re-attaches after
-a reload (GRADIO.md §4). On success the capture folder opens in the viewer.
+a reload (docs/GRADIO.md §4). On success the capture folder opens in the viewer.
 """
 from __future__ import annotations
 
