@@ -27,7 +27,7 @@ from viewer.drift.rows import FORK_THRESHOLD_TOKENS, Rows, Tally, TrainerTurn, s
 from viewer.rollout import Rollout, Turn
 
 __all__ = ["MESSAGE", "CONTRACT", "MODES", "TRAIN_TURNS", "TRL_VERSIONS", "TrainerSpec", "TrainerSpecError", "Excluded",
-           "TrainerRows", "check_args", "choose_spec", "trainer_inputs", "trainer_rows"]
+           "TrainerRows", "check_args", "choose_spec", "message_prompt_ids", "trainer_inputs", "trainer_rows"]
 
 MESSAGE, CONTRACT = "trl-message", "trl-contract"
 MODES = (MESSAGE, CONTRACT)
@@ -175,7 +175,10 @@ def _request_messages(turn: Turn) -> tuple[list[dict[str, Any]], Any]:
     return list(msgs or []), tools
 
 
-def _render(tok, turn: Turn) -> list[int]:
+def message_prompt_ids(tok, turn: Turn) -> list[int]:
+    """The prompt ids ``trl-message`` trains on: the request's messages and tools through
+    ``apply_chat_template(..., add_generation_prompt=True)``, exactly as TRL 1.14 renders them
+    (also what ``compare`` uses for prompts recorded without engine ids)."""
     msgs, tools = _request_messages(turn)
     ids = tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False)
     if isinstance(ids, dict) or hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding anyway
@@ -210,7 +213,7 @@ def trainer_inputs(rollout: Rollout, spec: TrainerSpec, tok) -> tuple[list[Train
                                               "chain (its text reaches later prompts only as context)"))
             continue
         try:
-            prompt = _render(tok, t)
+            prompt = message_prompt_ids(tok, t)
         except Exception as e:  # a template error is data: TRL would fail the rollout here
             raise ValueError(f"turn {t.index}: chat template failed to render: {e}") from e
         # TRL reads `per_token_logps` only; logprobs found elsewhere in the record never reach it.

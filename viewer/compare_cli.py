@@ -1,0 +1,109 @@
+"""``python -m viewer compare A B [--json]``: where two rollouts' token ids first differ, per turn.
+
+A and B are anything ``summary`` opens (capture folders, trace/turns files, dataset files or
+folders, ``hf://`` sources); ``--a-row`` / ``--b-row`` pick dataset rows, so two rollouts of one
+task in a dataset compare as ``compare data.jsonl data.jsonl --a-row 0 --b-row 1``.
+Exit codes as everywhere: 0 ok (whether or not they differ), 1 unreadable, 2 not found / usage.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from viewer.comparison import Comparison, compare
+from viewer.config import Settings
+from viewer.rollout import Rollout
+
+__all__ = ["add_parser", "compare_sources", "side_tokenizer"]
+
+
+def side_tokenizer(ro: Rollout, override: str | None, settings: Settings):
+    """The TokenizerChoice the app would use for ``ro`` (override, its capture folder, its model)."""
+    from viewer.tokenizer import resolve_tokenizer
+
+    src = Path(ro.source) if ro.source and not str(ro.source).startswith("hf://") else None
+    cap = None
+    if src is not None and src.exists():
+        cap = src if src.is_dir() else src.parent
+    elif ro.meta.get("fetched_to"):
+        cap = Path(ro.meta["fetched_to"])
+    return resolve_tokenizer(ro.model, override or settings.tokenizer or ro.meta.get("tokenizer") or None,
+                             capture_dir=cap)
+
+
+def compare_sources(a: Rollout, b: Rollout, settings: Settings, tokenizer: str | None = None) -> Comparison:
+    from viewer.tokenizer import token_table
+
+    ca, cb = side_tokenizer(a, tokenizer, settings), side_tokenizer(b, tokenizer, settings)
+    ta = token_table(ca.tokenizer, ca.name) if ca.tokenizer is not None else None
+    tb = token_table(cb.tokenizer, cb.name) if cb.tokenizer is not None else None
+    return compare(a, b, tok_a=ca.tokenizer, tok_b=cb.tokenizer, table_a=ta, table_b=tb)
+
+
+def _short(s: str | None, n: int = 24) -> str:
+    if s is None:
+        return "(none)"
+    v = json.dumps(s, ensure_ascii=False)
+    return v if len(v) <= n else v[: n - 1] + "…"
+
+
+def _print(res: Comparison) -> None:
+    print(f"A: {res.a_source}")
+    print(f"B: {res.b_source}")
+    for p in res.pairs:
+        d = p.to_dict()
+        head = f"{p.label:<12} A turn {d['a_turn'] if d['a_turn'] is not None else '-':>3}  " \
+               f"B turn {d['b_turn'] if d['b_turn'] is not None else '-':>3}  common prefix {p.common_prefix:>7,}"
+        fd = p.first_divergence
+        if fd is None:
+            print(f"{head}  identical ({d['a_len']:,} tokens)")
+        else:
+            print(f"{head}  diverges at {fd.position:,} ({fd.part}): A {fd.a_id} {_short(fd.a_text)} "
+                  f"vs B {fd.b_id} {_short(fd.b_text)}")
+    for n in res.notes:
+        print(f"note: {n}")
+    print("identical" if res.identical else f"first divergence: {res.first_diverging.label}")
+
+
+def _cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
+    from viewer.sources import SourceError, SourceNotFound, load_source
+
+    rollouts = []
+    for spec, row in ((args.a, args.a_row), (args.b, args.b_row)):
+        try:
+            rollouts.append(load_source(spec, settings, row=row, split=args.split, config=args.config,
+                                        format=args.format))
+        except SourceNotFound as e:
+            print(f"error: {e.message}", file=sys.stderr)
+            return 2
+        except SourceError as e:
+            print(f"error: {e.message}", file=sys.stderr)
+            return 1
+    res = compare_sources(rollouts[0], rollouts[1], settings, args.tokenizer)
+    if args.json:
+        print(json.dumps(res.to_dict(), ensure_ascii=False))
+    else:
+        _print(res)
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("compare", help="pair the turns of two rollouts and find where their token ids first differ",
+                       description="Pair the calls of rollouts A and B (k-th agent turn with k-th agent turn, "
+                                   "bookkeeping calls by role) and report, per pair, the common prefix of "
+                                   "prompt+output ids and the first divergence. Prompts without ids are rendered "
+                                   "as trl-message renders them.")
+    p.add_argument("a", metavar="A", help="capture folder, trace/turns file, dataset file or folder, or hf://...")
+    p.add_argument("b", metavar="B", help="the same kinds as A")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--a-row", type=int, default=None, metavar="N", help="row of A when A is a row dataset")
+    p.add_argument("--b-row", type=int, default=None, metavar="N", help="row of B when B is a row dataset")
+    p.add_argument("--split", help="dataset split for both (default: train when the files name one)")
+    p.add_argument("--config", help="dataset config for both")
+    p.add_argument("--format", default=None, help="row format for both when detection is ambiguous")
+    p.add_argument("--tokenizer", metavar="T", default=None,
+                   help="tokenizer override for both: 'qwen3', a folder with tokenizer.json, or a cached Hub name")
+    p.set_defaults(func=_cmd_compare)
