@@ -11,7 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from ..config import Settings
-from . import browse, capture_tab, datasets_tab, drift_tab
+from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs"]
@@ -74,10 +74,13 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         with b.tabs:
             with gr.Tab("Drift", id="drift"):
                 drift_tab.build(settings, store, b)
+            with gr.Tab("Compare", id="compare"):
+                cmp = compare_tab.build(settings, store, b)
             with gr.Tab("Datasets", id="datasets"):
                 datasets_tab.build(settings, store, b)
             with gr.Tab("Capture", id="capture"):
                 capture_tab.build(settings, store, b)
+        _present, present_load, present_outputs = presenter.build(settings, store, b)
 
         def on_load(request: gr.Request):
             q = dict(request.query_params) if request is not None else {}
@@ -94,6 +97,17 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                     else settings.sample
             return b.open_fn(spec, index, focus, mode, row, note)
 
-        demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden")
+        def on_compare_link(key, request: gr.Request):
+            """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""
+            q = dict(request.query_params) if request is not None else {}
+            spec = q.get("compare") or ""
+            if not spec:
+                return [gr.skip()] * (len(cmp.outputs) + 1)
+            row = q.get("compare_row")
+            return cmp.run(key, spec, int(row) if str(row or "").isdigit() else None) + [gr.Tabs(selected="compare")]
+
+        loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden")
+        loaded.then(on_compare_link, [b.key], cmp.outputs + [b.tabs], api_visibility="private", show_progress="hidden")
+        loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")
     demo.queue(default_concurrency_limit=4)
     return demo

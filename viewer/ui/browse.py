@@ -17,21 +17,15 @@ import gradio as gr
 from .. import plots, render
 from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
-from ..sources.layout import is_capture_dir
 from ..sources.upload import UPLOAD_PREFIX, intake_upload, resolve_user_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
+from .opening import list_samples, open_spec
 from .store import Opened, RolloutStore
 
 ASSETS = Path(__file__).parent / "assets"
 TOKEN_VIEW_JS = (ASSETS / "token_view.js").read_text()
 TOKEN_VIEW_TEMPLATE = ("<div class='ri-tv'><div class='ri-tv-bar'></div><div class='ri-tv-body' tabindex='0'></div>"
                        "<div class='ri-tip' hidden></div><div class='ri-tv-detail'></div></div>")
-
-
-def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
-    if not sample_dir.is_dir():
-        return []
-    return sorted(p.name for p in sample_dir.iterdir() if is_capture_dir(p))
 
 
 @dataclass
@@ -80,7 +74,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     key = gr.State(None)
     turn = gr.State(None)
-    with gr.Row(equal_height=False):
+    with gr.Row(equal_height=False, elem_id="browse-top"):
         with gr.Column(scale=4):
             header = gr.HTML(render.notice_html("Open a rollout: pick a sample, type a path, or upload files."),
                              elem_id="rollout-header")
@@ -268,36 +262,14 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private")
 
     def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = ""):
-        """Open ``sample:NAME``, a path inside the data root, or row ``row`` of a dataset
-        (``hf://...`` or a data file in the data root): what ?source=...&row=... asks for."""
-        if row is not None or spec.startswith("hf://"):
-            from ..sources import open_dataset
-
-            try:
-                target = spec if spec.startswith("hf://") else str(resolve_user_path(spec, settings))
-                src = open_dataset(target, settings)
-                ro = src.rollout(int(row or 0)) if not src.is_capture else src.rollout()
-            except (SourceError, ValueError) as e:
-                return failure(str(e))
-            except Exception as e:
-                return failure(f"Could not open {spec} row {row}: {type(e).__name__}: {e}")
-            capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
-            n = int(row or 0)
-            op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "",
-                           link=urlencode({"source": spec, "row": n}),
-                           reload=lambda: (lambda s: s.rollout() if s.is_capture else s.rollout(n))(
-                               open_dataset(target, settings)))
-            return open_values(op, index, focus, mode, note)
-        if spec.startswith("sample:"):
-            name = spec.split(":", 1)[1]
-            if name not in list_samples():
-                return failure(f"No bundled sample named {name!r}.")
-            return open_path(SAMPLE_DIR / name, index=index, focus=focus, mode=mode, note=note)
+        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`)."""
         try:
-            p = resolve_user_path(spec, settings)
-        except ValueError as e:
+            op = open_spec(store, settings, spec, row)
+        except (SourceError, ValueError) as e:
             return failure(str(e))
-        return open_path(p, index=index, focus=focus, mode=mode, note=note)
+        except Exception as e:  # never let a reader bug take the app down
+            return failure(f"Could not open {spec}{'' if row is None else f' row {row}'}: {type(e).__name__}: {e}")
+        return open_values(op, index, focus, mode, note)
 
     def show(op: Opened, index=None, note: str = "") -> list:
         return open_values(op, index, note=note)

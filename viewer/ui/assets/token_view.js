@@ -12,6 +12,12 @@ const CUTS = [-0.1, -0.5, -1, -2, -3, -5, -8];
 const CUT_LABELS = ['≥ -0.1', '-0.5', '-1', '-2', '-3', '-5', '-8', '< -8'];
 let D = null, mode = 'mask', page = 0, showAll = false, sel = [-1, -1];
 let spSet = new Set(), oovSet = new Set();
+// Drift marks ({turn, list: [[start, end, label]]}) arrive by the 'ri-marks' event (presenter
+// mode); markSet maps a position of the current turn to its label. Shown while .show-drift is on.
+let marks = {turn: null, list: []}, markSet = new Map();
+// Events may name the view they are for (the page can hold several token views).
+const myId = (element.closest('.block') || element).id || '';  // the component's elem_id
+const forMe = e => !(e.detail && typeof e.detail === 'object' && e.detail.target && e.detail.target !== myId);
 
 function bucket(lp) {
   if (lp === null || lp === undefined) return -1;
@@ -69,7 +75,8 @@ function drawBar() {
     const b = el('button', 'ri-btn ri-link', 'copy link');
     b.title = 'Link to this turn (and the selected tokens)';
     b.onclick = () => {
-      const q = D.link + (sel[0] >= 0 ? `&tok=${sel[0]}-${sel[1]}` : '') + (mode !== 'mask' ? `&mode=${mode}` : '');
+      const q = D.link + (sel[0] >= 0 ? `&tok=${sel[0]}-${sel[1]}` : '') + (mode !== 'mask' ? `&mode=${mode}` : '') +
+        (document.body.classList.contains('ri-present') ? '&present=1' : '');
       const url = location.origin + location.pathname + '?' + q;
       root.dataset.link = url;
       if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(url).catch(() => {});
@@ -102,6 +109,7 @@ function tokenSpan(i, lpMode) {
   if (spSet.has(i)) cls += ' sp';
   if (lpMode && D.k[i] !== 0) cls += ' b' + bucket(D.lp[i]);
   if (oovSet.has(i)) cls += ' oov';
+  if (markSet.has(i)) cls += ' dr';
   if (i >= sel[0] && i <= sel[1]) cls += ' sel';
   s.className = cls;
   s.textContent = shown(i);
@@ -198,6 +206,7 @@ function describe(i) {
   if (lp !== null && lp !== undefined) lines.push(`logprob ${lp.toFixed(4)} · p ${Math.exp(lp).toFixed(4)}`);
   else if (i >= p) lines.push('logprob not recorded');
   lines.push(`mask: ${kindName(D.k[i])}`);
+  if (markSet.has(i)) lines.push(`drift: ${markSet.get(i)}`);
   const top = D.top[String(i)];
   if (top) {
     lines.push('top alternatives:');
@@ -248,18 +257,38 @@ body.addEventListener('click', e => {
   else select(s._i, s._i, false);
 });
 window.addEventListener('ri-select-token', e => {
-  if (!D) return;
-  // detail: an absolute position, or {output: k} (k-th output token; the plot sends this).
-  const i = (e.detail && typeof e.detail === 'object') ? D.prompt_len + Number(e.detail.output) : Number(e.detail);
+  if (!D || !forMe(e)) return;
+  // detail: an absolute position, {pos: i} (the presenter's cursor), or {output: k} (k-th output
+  // token; the plot sends this); {target: id} limits it to one view.
+  const o = (e.detail && typeof e.detail === 'object') ? e.detail : null;
+  const i = o ? (o.pos !== undefined ? Number(o.pos) : D.prompt_len + Number(o.output)) : Number(e.detail);
   if (!Number.isInteger(i) || i < 0 || i >= D.ids.length) return;
   reveal(i); select(i, i, true);
+});
+
+function indexMarks() {
+  markSet = new Map();
+  if (!D || marks.turn !== D.turn) return;
+  for (const [a, b, label] of marks.list) for (let i = a; i < b && i < D.ids.length; i++) markSet.set(i, label);
+}
+window.addEventListener('ri-marks', e => {
+  if (!forMe(e)) return;
+  marks = {turn: e.detail.turn, list: e.detail.marks || []};
+  indexMarks();
+  if (!D) return;
+  // Marked tokens must be spans to show: hydrate their chunks, then mark what is painted.
+  for (const [a, b] of marks.list) { hydrate(chunkOf(a)); hydrate(chunkOf(b - 1)); }
+  body.querySelectorAll('.tk').forEach(s => s.classList.toggle('dr', markSet.has(s._i)));
+  root.dataset.marks = String(markSet.size);
 });
 
 function load() {
   if (!props.value) { D = null; bar.replaceChildren(); body.replaceChildren(el('span', 'ri-empty', 'No turn selected.')); return; }
   try { D = JSON.parse(props.value); } catch (err) { body.textContent = 'Could not read token data: ' + err; return; }
   mode = D.mode; showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
-  spSet = new Set(D.sp); oovSet = new Set(D.oov);
+  spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks();
+  root.dataset.n = String(D.ids.length); root.dataset.prompt = String(D.prompt_len); delete root.dataset.selected;
+  root.dataset.marks = String(markSet.size);
   if (D.focus) { reveal(D.focus[0]); select(D.focus[0], D.focus[1], true); return; }
   // Open on the answer: the chunks around the prompt/output boundary are hydrated while
   // still detached, then one layout places the boundary near the top.

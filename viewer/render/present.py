@@ -1,0 +1,15 @@
+"""Presenter mode's data: the selected turn's drift marks, as JSON for viewer/ui/assets/presenter.js."""
+from __future__ import annotations
+
+from typing import Any
+
+from .escape import safe_json
+
+__all__ = ["presenter_payload"]
+
+
+def presenter_payload(turn: int | None, marks: list[Any], note: str = "") -> str:
+    """``{"turn", "marks": [[start, end, label], ...], "note"}``: the presenter hands the marks to the
+    token view (which paints them with textContent/className only) when ``d`` is on."""
+    return safe_json({"turn": turn, "marks": [[m.start, m.end, f"{m.check}: {m.cause or '?'}"] for m in marks],
+                      "note": note})

@@ -1,0 +1,129 @@
+// Presenter mode (?present=1): a rollout shown to a room. Large type, chrome hidden (app.css,
+// body.ri-present), dark. Keys: ← → turns (the Tokens tab's own prev/next buttons), j / k a
+// token cursor (the token view's 'ri-select-token' event; its detail panel shows the token,
+// large), m the next colour mode among the token view's own mode buttons, d drift highlights
+// (marks from the server, props.value, handed to the token view), Esc leaves.
+// Data only reaches the DOM through textContent.
+const bar = element.querySelector('.ri-pr');
+const title = bar.querySelector('.ri-pr-title');
+const state = bar.querySelector('.ri-pr-state');
+const VIEW = 'token-view';
+let P = {turn: null, marks: [], note: ''}, drift = false, cursor = -1, cursorOf = '', wasDark = false;
+let wantMode = null;  // the colour mode picked with m, kept across turns
+
+const tv = () => document.querySelector('#' + VIEW + ' .ri-tv');
+const presenting = () => document.body.classList.contains('ri-present');
+
+function show() {
+  const r = tv();
+  const turn = r && r.dataset.turn !== undefined ? r.dataset.turn : '–';
+  title.textContent = `turn ${turn}`;
+  const modeBtn = document.querySelector('#' + VIEW + ' .ri-modes button.on');
+  const parts = [`colour: ${modeBtn ? modeBtn.dataset.mode : '?'}`];
+  const n = P.turn !== null && r && String(P.turn) === r.dataset.turn ? P.marks.length : 0;
+  parts.push(drift ? `drift: on (${n} span${n === 1 ? '' : 's'}${P.note ? '; ' + P.note : ''})` : 'drift: off');
+  if (cursor >= 0 && r && cursorOf === r.dataset.turn + '|' + r.dataset.n) {
+    const p = Number(r.dataset.prompt);
+    parts.push(cursor < p ? `prompt ${cursor}` : `output ${cursor - p}`);
+  }
+  state.textContent = parts.join(' · ');
+}
+
+function sendMarks() {
+  window.dispatchEvent(new CustomEvent('ri-marks', {detail: {target: VIEW, turn: P.turn, marks: P.marks}}));
+  const r = tv();
+  if (r) r.classList.toggle('show-drift', drift);
+}
+
+function enter() {
+  wasDark = document.body.classList.contains('dark');
+  document.body.classList.add('ri-present', 'dark');
+  bar.hidden = false;
+  show();
+}
+
+function leave() {
+  document.body.classList.remove('ri-present');
+  if (!wasDark) document.body.classList.remove('dark');
+  bar.hidden = true;
+  const r = tv();
+  if (r) r.classList.remove('show-drift');
+  drift = false;
+  const u = new URL(location.href);
+  u.searchParams.delete('present');
+  history.replaceState(history.state, '', u.toString());
+}
+
+function move(step) {
+  const r = tv();
+  if (!r || !r.dataset.n) return;
+  const n = Number(r.dataset.n), p = Number(r.dataset.prompt);
+  const here = r.dataset.turn + '|' + r.dataset.n;
+  if (cursorOf !== here) {  // a new turn: start from its selection, else its first output token
+    cursorOf = here;
+    const sel = r.dataset.selected ? Number(r.dataset.selected.split('-')[0]) : NaN;
+    cursor = Number.isInteger(sel) ? sel - step : (step > 0 ? p - 1 : p);
+  }
+  cursor = Math.max(0, Math.min(n - 1, cursor + step));
+  window.dispatchEvent(new CustomEvent('ri-select-token', {detail: {target: VIEW, pos: cursor}}));
+  show();
+}
+
+function cycleMode() {
+  // The modes are whatever the token view offers (its buttons), e.g. mask, logprob, delta.
+  const btns = [...document.querySelectorAll('#' + VIEW + ' .ri-modes button[data-mode]')];
+  if (!btns.length) return;
+  const i = btns.findIndex(b => b.classList.contains('on'));
+  const next = btns[(i + 1) % btns.length];
+  wantMode = next.dataset.mode;
+  next.click();
+  const r = tv();
+  if (r) r.classList.toggle('show-drift', drift);
+  if (cursor >= 0 && r && cursorOf === r.dataset.turn + '|' + r.dataset.n) {
+    window.dispatchEvent(new CustomEvent('ri-select-token', {detail: {target: VIEW, pos: cursor}}));
+  }
+  show();
+}
+
+function click(id) {
+  const b = document.getElementById(id);
+  if (b) b.click();
+}
+
+if (!window.__riPresenterKeys) {
+  window.__riPresenterKeys = true;
+  document.addEventListener('keydown', e => {
+    if (!presenting() || e.ctrlKey || e.metaKey || e.altKey) return;
+    const t = e.target;
+    if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.tagName === 'SELECT' || t.isContentEditable)) return;
+    if (e.key === 'ArrowRight') click('next-turn');
+    else if (e.key === 'ArrowLeft') click('prev-turn');
+    else if (e.key === 'j') move(+1);
+    else if (e.key === 'k') move(-1);
+    else if (e.key === 'm') cycleMode();
+    else if (e.key === 'd') { drift = !drift; sendMarks(); show(); }
+    else if (e.key === 'Escape') leave();
+    else return;
+    e.preventDefault();
+  });
+  // The title follows the token view (a new turn arrives after ← / →).
+  // A new turn opens in the server's default colour mode: switch back to the one picked with m.
+  new MutationObserver(() => {
+    if (!presenting()) return;
+    const r = tv();
+    if (r) r.classList.toggle('show-drift', drift);
+    const on = document.querySelector('#' + VIEW + ' .ri-modes button.on');
+    const want = wantMode && document.querySelector(`#${VIEW} .ri-modes button[data-mode="${wantMode}"]`);
+    if (want && on !== want) want.click();
+    show();
+  }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['data-turn', 'data-selected']});
+}
+
+function load() {
+  try { P = props.value ? JSON.parse(props.value) : P; } catch (err) { P = {turn: null, marks: [], note: String(err)}; }
+  sendMarks();
+  if (presenting()) show();
+}
+if (new URLSearchParams(location.search).get('present') === '1') enter();
+load();
+watch('value', load);

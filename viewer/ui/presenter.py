@@ -1,0 +1,60 @@
+"""Presenter mode (``?present=1``, ``#presenter``): a rollout shown to a room, one turn a screen.
+
+The keyboard, the large type and the hidden chrome are all in the browser
+(``assets/presenter.js``, ``app.css``); turns change through the browse screen's own prev/next
+buttons and the token cursor through the token view's ``ri-select-token`` event, so what is
+shown is exactly what the Tokens tab shows. The server adds one thing: while presenting, the
+selected turn's drift marks (:func:`viewer.drift.marks.drift_marks`), which ``d`` highlights.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from .. import render
+from ..config import Settings
+from ..drift import turn_report
+from ..drift.marks import drift_marks
+from .browse import Browse
+from .store import RolloutStore
+
+__all__ = ["build", "PRESENTER_JS"]
+
+PRESENTER_JS = (Path(__file__).parent / "assets" / "presenter.js").read_text()
+PRESENTER_TEMPLATE = ("<div class='ri-pr' hidden><span class='ri-pr-title'></span><span class='ri-pr-state'></span>"
+                      "<span class='ri-pr-keys'>← → turn · j k token · m colour · d drift · Esc leave</span></div>")
+
+
+def build(settings: Settings, store: RolloutStore, b: Browse):
+    """The presenter bar; returns ``(present State, on_load handler, its outputs)``."""
+    present = gr.State(False)
+    view = gr.HTML(render.presenter_payload(None, []), html_template=PRESENTER_TEMPLATE, js_on_load=PRESENTER_JS,
+                   elem_id="presenter", apply_default_css=False)
+
+    def marks(on: bool, key: str | None, index) -> str | object:
+        if not on:
+            return gr.skip()  # outside presenter mode the drift checks are not run for every turn
+        op = store.get(key)
+        if op is None or index is None:
+            return render.presenter_payload(None, [])
+        tok = op.choice.tokenizer
+        if tok is None:
+            return render.presenter_payload(int(index), [], "no tokenizer: drift checks need one")
+        try:
+            rep = turn_report(op.rollout, int(index), tok, plain=False)
+        except KeyError:
+            return render.presenter_payload(None, [])
+        except Exception as e:  # a check failing on odd data must not stop the presentation
+            return render.presenter_payload(int(index), [], f"drift checks failed: {type(e).__name__}: {e}")
+        return render.presenter_payload(int(index), drift_marks(rep))
+
+    for state in (b.turn, b.key):
+        state.change(marks, [present, b.key, b.turn], view, api_visibility="private", show_progress="hidden")
+
+    def on_load(key, index, request: gr.Request):
+        q = dict(request.query_params) if request is not None else {}
+        on = q.get("present") == "1"
+        return on, (marks(True, key, index) if on else gr.skip())
+
+    return present, on_load, [present, view]
