@@ -1,4 +1,5 @@
-"""Presenter mode (``?present=1``, ``#presenter``): a rollout shown to a room, one turn a screen.
+"""Presenter mode (``?present=1``, ``#presenter``): a rollout shown to a room, one turn a screen
+(docs/GRADIO.md §3.1).
 
 The keyboard, the large type and the hidden chrome are all in the browser
 (``assets/presenter.js``, ``app.css``); turns change through the browse screen's own prev/next
