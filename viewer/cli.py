@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                   "harbor, openenv-contract, messages, capture")
     s.set_defaults(func=_cmd_summary)
     # Other commands live beside the code they drive; each module adds its own subparser.
-    for module in ("viewer.drift_cli", "viewer.compare_cli", "viewer.capture.cli"):
+    for module in ("viewer.drift_cli", "viewer.compare_cli", "viewer.capture.cli", "viewer.rescore.cli"):
         try:
             mod = __import__(module, fromlist=["add_parser"])
         except ModuleNotFoundError as e:

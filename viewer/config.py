@@ -54,6 +54,19 @@ class Settings:
     capture_max_wall_s: float = _setting(1800.0, "CAPTURE_MAX_WALL_S",
                                          "Wall-clock limit for one whole capture started from the app, in seconds "
                                          "(then it is cancelled).")
+    # --- rescore (viewer/rescore/): the trainer's forward pass over the trainer rows ---
+    rescore_flag_delta: float = _setting(0.2, "VIEWER_RESCORE_FLAG",
+                                         "Rescore: tokens with |trainer − sampler logprob| above this are flagged "
+                                         "(0.2 ≈ a ratio outside PPO/GRPO's clip range 1 ± 0.2).")
+    rescore_device: str = _setting("auto", "VIEWER_RESCORE_DEVICE",
+                                   "Rescore device: auto (CUDA when present, else CPU), cpu, cuda.")
+    rescore_dtype: str = _setting("auto", "VIEWER_RESCORE_DTYPE",
+                                  "Rescore dtype: auto (the model config's, as the sampler loads it), float32, "
+                                  "bfloat16, float16.")
+    rescore_batch_tokens: int = _setting(0, "VIEWER_RESCORE_BATCH_TOKENS",
+                                         "Rescore: rows per forward pass are packed up to this many (padded) tokens; "
+                                         "0 = one row per pass on CPU (compute-bound: padding only adds work), "
+                                         "16384 on CUDA.")
     # --- capture (viewer/capture/) ---
     capture_model: str = _setting("tiny-qwen3", "CAPTURE_MODEL",
                                   "Capture model: tiny-qwen3 / smollm2 (CPU, built offline), a model folder or Hub name.")

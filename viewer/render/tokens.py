@@ -9,7 +9,9 @@ from ..tokens import TurnTokens
 from .escape import safe_json
 from ..config import LOW_LOGPROB
 
-__all__ = ["token_view_payload", "token_payload", "row_view_payload", "trainer_rows"]
+__all__ = ["MODES", "token_view_payload", "token_payload", "row_view_payload", "trainer_rows"]
+
+MODES = ("mask", "logprob")  # colour modes every token view has; a rescore adds "delta"
 
 
 def _lp(v: float | None) -> float | None:
@@ -20,7 +22,8 @@ def _lp(v: float | None) -> float | None:
 
 def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: int,
                        focus: tuple[int, int] | None = None, mode: str = "mask",
-                       page_tokens: int = 50000, note: str = "", link: str = "") -> str:
+                       page_tokens: int = 50000, note: str = "", link: str = "",
+                       delta: dict[str, Any] | None = None) -> str:
     """JSON string the token view draws from (see viewer/ui/assets/token_view.js).
 
     ``link`` is the query string (without ``tok=``) that reopens this turn, or "" when the
@@ -28,6 +31,8 @@ def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: 
 
     Arrays are parallel over prompt+output positions. ``k`` is the kind per position:
     0 context, 1 trained output, 2 untrained output. ``lp`` is null on the prompt.
+    ``delta``: a rescore of this turn (:func:`viewer.render.delta.turn_delta`), which adds the
+    ``delta`` colour mode.
     """
     p = tt.prompt_len
     n = len(tt.ids)
@@ -47,7 +52,8 @@ def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: 
                          trained=turn.trained, kind=turn.kind, role=turn.role, prompt_source=turn.prompt_source,
                          output_source=turn.output_source, exact=tt.exact_text, oov=tt.out_of_vocab, low=low,
                          context_tail=context_tail, page_tokens=page_tokens, note=note, top=top,
-                         alt=tt.alt_texts, focus=focus, mode=mode, link=link)
+                         alt=tt.alt_texts, focus=focus, mode=mode, link=link, delta=delta)
+
 
 def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special: list[bool] | None = None,
                   logprobs: list[float | None] | None = None, prompt_len: int = 0, turn: int = 0,
@@ -55,13 +61,17 @@ def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special
                   output_source: str = "", exact: bool = True, oov: list[int] | None = None, low: float = LOW_LOGPROB,
                   context_tail: int = 512, page_tokens: int = 50000, note: str = "",
                   top: dict[str, list] | None = None, alt: dict[int, str] | None = None,
-                  focus: tuple[int, int] | None = None, mode: str = "mask", link: str = "") -> str:
+                  focus: tuple[int, int] | None = None, mode: str = "mask", link: str = "",
+                  delta: dict[str, Any] | None = None) -> str:
     """The token view's JSON (see viewer/ui/assets/token_view.js) from plain parallel arrays.
 
     ``kinds`` per position: 0 context, 1 trained (mask 1), 2 output without gradient.
     ``top`` maps a position (as a string) to ``[[id, logprob], ...]``; ``alt`` gives the
-    texts of those alternative ids.
+    texts of those alternative ids. ``modes`` in the payload lists the colour modes this view
+    can show (``delta`` only with a rescore: ``delta`` holds per position the trainer's logprob
+    ``tr`` and Δ = trainer − sampler ``dl``, and the turn's context verdict).
     """
+    modes = list(MODES) + (["delta"] if delta else [])
     n = len(ids)
     lps = [_lp(v) for v in (logprobs or [])] + [None] * max(0, n - len(logprobs or []))
     payload = {
@@ -70,9 +80,11 @@ def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special
         "ids": list(ids), "t": list(texts), "sp": [i for i, s in enumerate(special or []) if s],
         "k": list(kinds), "lp": lps[:n], "top": top or {}, "alt": {str(k): v for k, v in (alt or {}).items()},
         "oov": list(oov or []), "low": low, "tail": max(0, int(context_tail)), "page": max(1000, int(page_tokens)),
-        "focus": list(focus) if focus else None, "mode": mode if mode in ("mask", "logprob") else "mask",
+        "focus": list(focus) if focus else None, "mode": mode if mode in modes else "mask", "modes": modes,
         "note": note, "link": link,
     }
+    if delta:
+        payload["delta"] = delta
     return safe_json(payload)
 
 

@@ -10,6 +10,9 @@ const detail = root.querySelector('.ri-tv-detail');
 // Logprob buckets (upper-exclusive thresholds, descending): b0 is "confident".
 const CUTS = [-0.1, -0.5, -1, -2, -3, -5, -8];
 const CUT_LABELS = ['≥ -0.1', '-0.5', '-1', '-2', '-3', '-5', '-8', '< -8'];
+// Δ = trainer − sampler logprob (a rescore): a diverging scale, d4 = numerically equal.
+const DCUTS = [-1, -0.5, -0.2, -0.05, 0.05, 0.2, 0.5, 1];
+const DCUT_LABELS = ['≤ -1', '-0.5', '-0.2', '-0.05', '±0.05', '+0.2', '+0.5', '+1', '> 1'];
 let D = null, mode = 'mask', page = 0, showAll = false, sel = [-1, -1];
 let spSet = new Set(), oovSet = new Set();
 // Drift marks ({turn, list: [[start, end, label]]}) arrive by the 'ri-marks' event (presenter
@@ -25,6 +28,13 @@ function bucket(lp) {
   while (b < CUTS.length && lp < CUTS[b]) b++;
   return b;
 }
+function dbucket(d) {
+  if (d === null || d === undefined) return -1;
+  let b = 0;
+  while (b < DCUTS.length && d > DCUTS[b]) b++;
+  return b;
+}
+function modes() { return (D && D.modes) || ['mask', 'logprob']; }
 function visible(s) {
   return s.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '→').replace(/\r/g, '␍')
     .replace(/[\u0000-\u001f\u007f\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g,
@@ -43,7 +53,7 @@ function kindName(k) { return k === 0 ? 'context (mask 0)' : k === 1 ? 'output �
 function drawBar() {
   const frag = document.createDocumentFragment();
   const modes = el('span', 'ri-modes');
-  for (const m of ['mask', 'logprob']) {
+  for (const m of modes()) {
     const b = el('button', 'ri-btn' + (mode === m ? ' on' : ''), m);
     b.dataset.mode = m;
     b.onclick = () => { mode = m; drawBar(); draw(); };
@@ -54,6 +64,10 @@ function drawBar() {
   if (mode === 'mask') {
     legend.append(el('span', 'tk k0', 'context'), el('span', 'tk k1', 'trained'),
                   el('span', 'tk k2', 'output, no gradient'), el('span', 'tk sp', 'special'));
+  } else if (mode === 'delta') {
+    legend.append(el('span', 'ri-lg-t', `Δ = trainer − sampler (${D.delta.model})`));
+    DCUT_LABELS.forEach((l, i) => legend.appendChild(el('span', 'tk d' + i, l)));
+    legend.appendChild(el('span', 'tk dx', 'context changed'));
   } else {
     legend.append(el('span', 'ri-lg-t', 'logprob'));
     CUT_LABELS.forEach((l, i) => legend.appendChild(el('span', 'tk b' + i, l)));
@@ -107,7 +121,8 @@ function tokenSpan(i, lpMode) {
   const s = document.createElement('span');
   let cls = 'tk k' + D.k[i];
   if (spSet.has(i)) cls += ' sp';
-  if (lpMode && D.k[i] !== 0) cls += ' b' + bucket(D.lp[i]);
+  if (lpMode === 'logprob' && D.k[i] !== 0) cls += ' b' + bucket(D.lp[i]);
+  if (lpMode === 'delta' && D.delta.dl[i] !== null) cls += ' d' + dbucket(D.delta.dl[i]) + (D.delta.ctx === 'changed' ? ' dx' : '');
   if (oovSet.has(i)) cls += ' oov';
   if (markSet.has(i)) cls += ' dr';
   if (i >= sel[0] && i <= sel[1]) cls += ' sel';
@@ -141,7 +156,7 @@ function plainChunk(a, b) {
 function hydrate(c) {
   if (!c || c._hydrated) return;
   c._hydrated = true;
-  const lpMode = mode === 'logprob';
+  const lpMode = mode;
   const frag = document.createDocumentFragment();
   for (let i = c._a; i < c._b; i++) frag.appendChild(tokenSpan(i, lpMode));
   c.replaceChildren(frag);
@@ -207,6 +222,18 @@ function describe(i) {
   else if (i >= p) lines.push('logprob not recorded');
   lines.push(`mask: ${kindName(D.k[i])}`);
   if (markSet.has(i)) lines.push(`drift: ${markSet.get(i)}`);
+  if (D.delta && i >= p) {
+    const tr = D.delta.tr[i], dl = D.delta.dl[i];
+    if (tr === null) lines.push('trainer: not a trained token of the trainer rows (no Δ)');
+    else {
+      lines.push(`sampler ${lp === null || lp === undefined ? '—' : lp.toFixed(4)} · trainer ${tr.toFixed(4)}`);
+      if (dl !== null) lines.push(`Δ ${dl >= 0 ? '+' : ''}${dl.toFixed(4)} · ratio ${Math.exp(dl).toFixed(4)}` +
+                                  (Math.abs(dl) > D.delta.thr ? ` · FLAGGED (|Δ| > ${D.delta.thr})` : ''));
+      const v = D.delta.verdict ? ` (row ${D.delta.row}, ${D.delta.verdict})` : '';
+      lines.push(D.delta.ctx === 'changed' ? `context: CHANGED by the trainer${v}, first differs at prompt ${D.delta.ctx_at}: drift, not numerics` :
+                 D.delta.ctx === 'same' ? `context: the sampler's own ids${v}: numeric Δ` : `context: unknown (no engine prompt ids)${v}`);
+    }
+  }
   const top = D.top[String(i)];
   if (top) {
     lines.push('top alternatives:');

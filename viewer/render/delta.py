@@ -1,0 +1,66 @@
+"""Rescore (trainer vs sampler logprobs) for the browser: the token view's Δ arrays and the summary line."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .escape import esc, kv, notice_html
+
+__all__ = ["turn_delta", "rescore_summary_html", "rescore_turn_rows", "RESCORE_COLUMNS"]
+
+RESCORE_COLUMNS = ["turn", "row", "verdict", "context", "tokens", "mean |Δ|", "max |Δ|", "ratio min", "ratio max",
+                   "flagged"]
+
+
+def _r(v: float | None, digits: int = 6) -> float | None:
+    return None if v is None or not math.isfinite(v) else round(v, digits)
+
+
+def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any] | None:
+    """What the token view needs to paint turn ``turn`` (``n`` positions, output from ``prompt_len``)
+    in Δ mode: trainer logprob ``tr`` and Δ ``dl`` per position (null where the trainer trains no
+    token), and whether the trainer's context for this turn is the sampler's. None without a rescore."""
+    if result is None:
+        return None
+    td = result.turn(turn)
+    tr: list[float | None] = [None] * n
+    dl: list[float | None] = [None] * n
+    if td is not None:
+        for k, s, t in zip(td.output_index, td.sampler, td.trainer):
+            i = prompt_len + k
+            if 0 <= i < n and t is not None:
+                tr[i] = _r(t)
+                dl[i] = _r(t - s) if math.isfinite(s) else None
+    return {"tr": tr, "dl": dl, "model": result.model, "thr": result.threshold,
+            "ctx": td.context if td is not None else None, "ctx_at": td.context_at if td is not None else None,
+            "verdict": td.verdict if td is not None else None, "row": td.row if td is not None else None}
+
+
+def rescore_turn_rows(result: Any) -> list[list[Any]]:
+    """One table row per rescored turn (:data:`RESCORE_COLUMNS`)."""
+    out = []
+    for t in (result.to_json()["turns"] if result is not None else []):
+        out.append([t["turn"], t["row"], t["verdict"], t["context"], t["tokens"], t["mean_abs_delta"],
+                    t["max_abs_delta"], t["ratio_min"], t["ratio_max"], t["flagged"]])
+    return out
+
+
+def rescore_summary_html(result: Any, note: str = "") -> str:
+    """Model, device, totals and notes of a rescore (every value escaped)."""
+    if result is None:
+        return notice_html(note or "No rescore yet: pick a model and press Rescore.")
+    doc = result.to_json()
+    t = doc["totals"]
+    parts = [kv("model", result.model), kv("device", f"{result.device} · {result.dtype}"),
+             kv("trainer", doc["trainer"].get("mode")), kv("tokens", f"{t['tokens']:,}"),
+             kv("mean |Δ|", "—" if t["mean_abs_delta"] is None else f"{t['mean_abs_delta']:.4f}"),
+             kv("max |Δ|", "—" if t["max_abs_delta"] is None else f"{t['max_abs_delta']:.4f}"),
+             kv("ratio", "—" if t["ratio_min"] is None else f"{t['ratio_min']:.3f} – {t['ratio_max']:.3f}"),
+             kv(f"|Δ| > {result.threshold}", t["flagged"]),
+             kv("context changed", f"{t['context_changed_tokens']:,} tokens"),
+             kv("time", f"{result.seconds:.1f} s")]
+    notes = list(result.notes) + ([note] if note else [])
+    if result.cancelled:
+        notes.insert(0, "cancelled: partial results")
+    extra = "".join(f'<div class="ri-note">{esc(n)}</div>' for n in notes)
+    return f'<div class="ri-rescore"><div class="ri-kvs">{"".join(parts)}</div>{extra}</div>'
