@@ -11,19 +11,19 @@ from pathlib import Path
 import gradio as gr
 
 from ..config import Settings
-from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter
+from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs"]
 
 ASSETS = Path(__file__).parent / "assets"
 
-# Clicking a point of the logprob plot selects that token in the token view. Plotly
+# Clicking a point of the logprob (or Δ) plot selects that token in the token view. Plotly
 # divs are re-created on every update, so attach the listener whenever one appears.
 GLOBAL_JS = r"""
 () => {
   const hook = () => {
-    document.querySelectorAll('#logprob-plot .js-plotly-plot').forEach(p => {
+    document.querySelectorAll('#logprob-plot .js-plotly-plot, #delta-plot .js-plotly-plot').forEach(p => {
       if (p.__riHooked || typeof p.on !== 'function') return;
       p.__riHooked = true;
       p.on('plotly_click', d => {
@@ -70,6 +70,8 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     with gr.Blocks(title="Rollout Inspector", analytics_enabled=False) as demo:
         gr.HTML(TITLE_MD)
         b = browse.build(settings, store)
+        with b.tokens_tab:  # under the token view: trainer-side logprobs (Δ colour mode)
+            rescore_panel.build(settings, store, b)
         # Each further screen is a tab builder in its own module (see viewer/ui/*_tab.py).
         with b.tabs:
             with gr.Tab("Drift", id="drift"):

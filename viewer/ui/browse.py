@@ -19,6 +19,7 @@ from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
 from ..sources.upload import UPLOAD_PREFIX, intake_upload, resolve_user_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
+from . import rescores
 from .opening import list_samples, open_spec
 from .store import Opened, RolloutStore
 
@@ -39,7 +40,8 @@ class Browse:
     open_fn: Any  # (spec, index=None, focus=None, mode="mask") -> values for outputs
     show_fn: Any  # (Opened, index=None, note="") -> values for outputs
     turn_outputs: list[gr.components.Component]  # what select_fn returns values for
-    select_fn: Any  # (key, index) -> values for turn_outputs
+    select_fn: Any  # (key, index, mode="mask") -> values for turn_outputs
+    tokens_tab: gr.Tab  # re-enter with `with browse.tokens_tab:` to add a panel under the token view
 
 
 def dataset_link(label: str, row: int, settings: Settings) -> str:
@@ -94,7 +96,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                     tok_btn = gr.Button("Apply", scale=1, min_width=60)
 
     with gr.Tabs(elem_id="main-tabs") as tabs:
-        with gr.Tab("Tokens", id="tokens"):
+        with gr.Tab("Tokens", id="tokens") as tokens_tab:
             with gr.Row(equal_height=True, elem_id="turn-controls"):
                 trained_only = gr.Checkbox(label="trained turns only", value=False, elem_id="f-trained", min_width=120)
                 low_only = gr.Checkbox(label=f"has a token below {settings.low_logprob}", value=False,
@@ -130,7 +132,9 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         else:
             spec = link_spec(op.path, settings)
             link = urlencode({"source": spec, "turn": index}) if spec else ""
-        payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob,
+        n = len(tv.tokens.ids)  # a rescore of this rollout adds the Δ colour mode (viewer/ui/rescore_panel.py)
+        delta = render.turn_delta(rescores.get(op.key), index, tv.tokens.prompt_len, n)
+        payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob, delta=delta,
                                             context_tail=settings.context_tail, focus=focus, mode=mode,
                                             page_tokens=settings.page_tokens, note=tv.note, link=link)
         fig = plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
@@ -217,12 +221,12 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                 return failure(f"Tokenizer folder refused: {e}")
         return open_path(op.path, override, index=index)
 
-    def on_select_turn(k: str | None, index) -> list:
+    def on_select_turn(k: str | None, index, mode: str = "mask") -> list:
         op = store.get(k)
         if op is None or index is None:
             return [gr.skip()] * len(turn_outputs)
         try:
-            return turn_values(op, int(index))
+            return turn_values(op, int(index), mode=mode)
         except KeyError:
             return [gr.skip()] * len(turn_outputs)
 
@@ -274,4 +278,4 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     def show(op: Opened, index=None, note: str = "") -> list:
         return open_values(op, index, note=note)
 
-    return Browse(key, turn, tabs, outputs, deep_link, show, turn_outputs, on_select_turn)
+    return Browse(key, turn, tabs, outputs, deep_link, show, turn_outputs, on_select_turn, tokens_tab)

@@ -34,7 +34,7 @@ function dbucket(d) {
   while (b < DCUTS.length && d > DCUTS[b]) b++;
   return b;
 }
-function modes() { return (D && D.modes) || ['mask', 'logprob']; }
+function modeList() { return (D && D.modes) || ['mask', 'logprob']; }
 function visible(s) {
   return s.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '→').replace(/\r/g, '␍')
     .replace(/[\u0000-\u001f\u007f\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g,
@@ -53,7 +53,7 @@ function kindName(k) { return k === 0 ? 'context (mask 0)' : k === 1 ? 'output �
 function drawBar() {
   const frag = document.createDocumentFragment();
   const modes = el('span', 'ri-modes');
-  for (const m of modes()) {
+  for (const m of modeList()) {
     const b = el('button', 'ri-btn' + (mode === m ? ' on' : ''), m);
     b.dataset.mode = m;
     b.onclick = () => { mode = m; drawBar(); draw(); };

@@ -1,6 +1,6 @@
 """Rescore figures (plotly, no gradio): Δ per trained token of a turn, and the ratio histogram.
 
-Same conventions as :mod:`viewer.plots` (height, transparent backgrounds, escaped hover
+Same conventions as the other figures (:mod:`viewer.plots`: height, transparent backgrounds, escaped hover
 text, ``customdata`` = the output position so a click selects the token).
 """
 from __future__ import annotations
@@ -11,14 +11,14 @@ from typing import Any, Sequence
 
 import plotly.graph_objects as go
 
-from .plots import _base_layout, _empty
-from .tokenizer import visible
+from ..tokenizer import visible
+from .style import LOW as FLAG
+from .style import TRAINED as NUMERIC
+from .style import base_layout, empty
 
 __all__ = ["delta_figure", "ratio_histogram"]
 
-NUMERIC = "#2f6fdf"
-DRIFT = "#9333ea"
-FLAG = "#e0443a"
+DRIFT = "#9333ea"  # the token view's "context changed" colour
 
 
 def _text(texts: Sequence[str] | None, k: int) -> str:
@@ -35,7 +35,7 @@ def delta_figure(result: Any, turn: int, token_texts: Sequence[str] | None = Non
            if t is not None and math.isfinite(s)] if td is not None else []
     if not pts:
         why = "no rescore yet" if result is None else f"turn {turn}: no trained token in the trainer rows"
-        return _empty(why, height)
+        return empty(why, height)
     thr = result.threshold
     xs = [k for k, _, _ in pts]
     ds = [t - s for _, s, t in pts]
@@ -50,7 +50,7 @@ def delta_figure(result: Any, turn: int, token_texts: Sequence[str] | None = Non
                     line=dict(width=[1.5 if abs(d) > thr else 0 for d in ds], color=FLAG))))
     for y in (thr, -thr):
         fig.add_hline(y=y, line=dict(color=FLAG, width=1, dash="dot"))
-    _base_layout(fig, height, title=dict(text=f"turn {turn}: Δ = trainer − sampler logprob ({result.model})",
+    base_layout(fig, height, title=dict(text=f"turn {turn}: Δ = trainer − sampler logprob ({result.model})",
                                          font=dict(size=13)), showlegend=True)
     fig.update_xaxes(title_text="output position")
     fig.update_yaxes(title_text="Δ (nats)")
@@ -60,12 +60,12 @@ def delta_figure(result: Any, turn: int, token_texts: Sequence[str] | None = Non
 def ratio_histogram(result: Any, bins: int = 60, height: int = 260) -> go.Figure:
     """Histogram of ratio = exp(Δ) over every rescored token, split by numeric vs drifted context."""
     if result is None or not result.turns:
-        return _empty("no rescore yet", height)
+        return empty("no rescore yet", height)
     groups: dict[bool, list[float]] = {False: [], True: []}
     for td in result.turns:
         groups[td.context == "changed"].extend(math.exp(d) for d in td.deltas)
     if not groups[False] and not groups[True]:
-        return _empty("no rescored tokens", height)
+        return empty("no rescored tokens", height)
     fig = go.Figure()
     for drift, vals in groups.items():
         if vals:
@@ -73,7 +73,7 @@ def ratio_histogram(result: Any, bins: int = 60, height: int = 260) -> go.Figure
                                        marker_color=DRIFT if drift else NUMERIC, opacity=0.75))
     for x in (math.exp(-result.threshold), math.exp(result.threshold)):
         fig.add_vline(x=x, line=dict(color=FLAG, width=1, dash="dot"))
-    _base_layout(fig, height, barmode="overlay", title=dict(text="importance ratio exp(Δ), all trained tokens",
+    base_layout(fig, height, barmode="overlay", title=dict(text="importance ratio exp(Δ), all trained tokens",
                                                             font=dict(size=13)))
     fig.update_xaxes(title_text="ratio")
     fig.update_yaxes(title_text="tokens")

@@ -1,0 +1,46 @@
+"""Rescore in a real browser: the Δ colour mode appears only after a rescore, and hover shows
+sampler, trainer, Δ and ratio (tiny-qwen3 on its own sample: a second on CPU)."""
+import pytest
+
+from requires import need
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+PAINTED = "document.querySelector('#token-view .ri-tv')?.dataset.painted > 0"
+
+
+def test_delta_mode_after_rescore_and_hover(page, app_url):
+    from viewer.rescore import torch_available
+
+    if not torch_available():
+        need("torch", "requirements-rescore.txt")
+    page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn=1")
+    page.wait_for_function(PAINTED, timeout=60000)
+    # the mode list is data-driven: no rescore yet, no delta mode
+    assert page.locator("#token-view button[data-mode]").all_text_contents() == ["mask", "logprob"]
+    page.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
+    page.locator("#rescore-run").click()
+    page.wait_for_function("document.querySelector('#token-view button[data-mode=delta].on') !== null",
+                           timeout=180000)
+    assert page.locator("#token-view button[data-mode]").all_text_contents() == ["mask", "logprob", "delta"]
+    legend = page.locator("#token-view .ri-legend").text_content()
+    assert "Δ = trainer − sampler (tiny-qwen3)" in legend and "context changed" in legend
+    page.wait_for_function("document.querySelectorAll(\"#token-view .tk[class*=' d']\").length > 100",
+                           timeout=10000)
+    tok = page.locator("#token-view .tk.k1[class*=' d']").nth(5)
+    tok.scroll_into_view_if_needed()
+    tok.hover()
+    tip = page.locator("#token-view .ri-tip")
+    tip.wait_for(state="visible")
+    text = tip.text_content()
+    assert "sampler " in text and "trainer " in text and "Δ " in text and "ratio " in text, text
+    assert "context: the sampler's own ids" in text  # contract mode: the engine's prompt ids
+    # the panel: summary, per-turn stats (turns 1 and 2 are trained in the contract rows), plots
+    assert "mean |Δ|" in page.locator("#rescore-summary").text_content()
+    cells = page.locator("#rescore-turns").text_content()
+    assert "FIRST" in cells and "FORK" in cells
+    assert page.locator("#delta-plot .js-plotly-plot").count() == 1
+    assert page.locator("#ratio-plot .js-plotly-plot").count() == 1
+    # switching back keeps delta available
+    page.locator("#token-view button[data-mode=mask]").click()
+    assert page.locator("#token-view .tk[class*=' d']").count() == 0
