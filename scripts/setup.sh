@@ -40,5 +40,16 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 [ "$APP_ONLY" = 1 ] && exit 0
+# torch for trainer-side logprobs (`python -m viewer rescore`, the app's rescore panel). Not in
+# requirements.txt: the Space serves without it (the panel then says how to get it). The exact pin
+# resolves to a local CPU wheel; an unpinned torch would download a multi-GB CUDA build.
+rstamp="$VENV/.requirements-rescore.sha256"
+rwant=$(sha256sum requirements-rescore.txt | cut -d' ' -f1)
+if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ]; then
+  echo "setup: pip install -r requirements-rescore.txt"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-rescore.txt 2>&1 \
+    | { grep -v "WARNING: Location" || true; }
+  echo "$rwant" > "$rstamp"
+fi
 bash scripts/setup_capture.sh  # vLLM (CPU/GPU) env + opencode for live capture; CAPTURE_SETUP=0 skips
 bash scripts/setup_oracle.sh  # .venv-trl: TRL 1.14.0 + 1.16.0 side by side as the test oracle; ORACLE_SETUP=0 skips

@@ -56,7 +56,8 @@ class Settings:
                                          "(then it is cancelled).")
     # --- rescore (viewer/rescore/): the trainer's forward pass over the trainer rows ---
     rescore_flag_delta: float = _setting(0.2, "VIEWER_RESCORE_FLAG",
-                                         "Rescore: tokens with |trainer − sampler logprob| above this are flagged "
+                                         "Rescore: tokens whose trainer and sampler logprobs differ by more than this "
+                                         "(in absolute value) are flagged "
                                          "(0.2 ≈ a ratio outside PPO/GRPO's clip range 1 ± 0.2).")
     rescore_device: str = _setting("auto", "VIEWER_RESCORE_DEVICE",
                                    "Rescore device: auto (CUDA when present, else CPU), cpu, cuda.")

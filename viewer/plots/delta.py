@@ -50,10 +50,9 @@ def delta_figure(result: Any, turn: int, token_texts: Sequence[str] | None = Non
                     line=dict(width=[1.5 if abs(d) > thr else 0 for d in ds], color=FLAG))))
     for y in (thr, -thr):
         fig.add_hline(y=y, line=dict(color=FLAG, width=1, dash="dot"))
-    base_layout(fig, height, title=dict(text=f"turn {turn}: Δ = trainer − sampler logprob ({result.model})",
-                                         font=dict(size=13)), showlegend=True)
-    fig.update_xaxes(title_text="output position")
-    fig.update_yaxes(title_text="Δ (nats)")
+    base_layout(fig, height, showlegend=True)
+    fig.update_xaxes(title_text=f"turn {turn}: output position")
+    fig.update_yaxes(title_text="Δ = trainer − sampler")
     return fig
 
 
@@ -73,8 +72,7 @@ def ratio_histogram(result: Any, bins: int = 60, height: int = 260) -> go.Figure
                                        marker_color=DRIFT if drift else NUMERIC, opacity=0.75))
     for x in (math.exp(-result.threshold), math.exp(result.threshold)):
         fig.add_vline(x=x, line=dict(color=FLAG, width=1, dash="dot"))
-    base_layout(fig, height, barmode="overlay", title=dict(text="importance ratio exp(Δ), all trained tokens",
-                                                            font=dict(size=13)))
-    fig.update_xaxes(title_text="ratio")
+    base_layout(fig, height, barmode="overlay", showlegend=True)
+    fig.update_xaxes(title_text="importance ratio exp(Δ), every rescored token")
     fig.update_yaxes(title_text="tokens")
     return fig

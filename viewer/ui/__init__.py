@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     with gr.Blocks(title="Rollout Inspector", analytics_enabled=False) as demo:
         gr.HTML(TITLE_MD)
         b = browse.build(settings, store)
-        with b.tokens_tab:  # under the token view: trainer-side logprobs (Δ colour mode)
+        with b.under_tokens:  # right under the token view: trainer-side logprobs (Δ colour mode)
             rescore_panel.build(settings, store, b)
         # Each further screen is a tab builder in its own module (see viewer/ui/*_tab.py).
         with b.tabs:

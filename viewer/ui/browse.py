@@ -41,7 +41,7 @@ class Browse:
     show_fn: Any  # (Opened, index=None, note="") -> values for outputs
     turn_outputs: list[gr.components.Component]  # what select_fn returns values for
     select_fn: Any  # (key, index, mode="mask") -> values for turn_outputs
-    tokens_tab: gr.Tab  # re-enter with `with browse.tokens_tab:` to add a panel under the token view
+    under_tokens: gr.Column  # re-enter with `with browse.under_tokens:` to add a panel right under the token view
 
 
 def dataset_link(label: str, row: int, settings: Settings) -> str:
@@ -96,7 +96,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                     tok_btn = gr.Button("Apply", scale=1, min_width=60)
 
     with gr.Tabs(elem_id="main-tabs") as tabs:
-        with gr.Tab("Tokens", id="tokens") as tokens_tab:
+        with gr.Tab("Tokens", id="tokens"):
             with gr.Row(equal_height=True, elem_id="turn-controls"):
                 trained_only = gr.Checkbox(label="trained turns only", value=False, elem_id="f-trained", min_width=120)
                 low_only = gr.Checkbox(label=f"has a token below {settings.low_logprob}", value=False,
@@ -109,6 +109,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                                  max_height=250, wrap=False)
             view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
                            elem_id="token-view", apply_default_css=False)
+            under_tokens = gr.Column()  # other screens' panels about these tokens (e.g. the rescore)
             lp_plot = gr.Plot(elem_id="logprob-plot", show_label=False)
             with gr.Row():
                 turns_plot = gr.Plot(elem_id="turns-plot", show_label=False)
@@ -278,4 +279,4 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     def show(op: Opened, index=None, note: str = "") -> list:
         return open_values(op, index, note=note)
 
-    return Browse(key, turn, tabs, outputs, deep_link, show, turn_outputs, on_select_turn, tokens_tab)
+    return Browse(key, turn, tabs, outputs, deep_link, show, turn_outputs, on_select_turn, under_tokens)
