@@ -10,7 +10,8 @@ log importance ratio TRL would see, and ``ratio = exp(Δ)``.
 drift (the trainer's context is not what the sampler saw: a re-rendered prompt, a REALIGN).
 Each turn therefore says whether its trained tokens' context (the row up to the turn's
 output) equals the engine's prompt ids (``context``: ``same`` / ``changed`` / ``unknown``
-when the source has no engine ids; docs/TRAINER.md, "Trainer-side logprobs"), so drift-caused Δ is told apart from numeric Δ.
+when the source has no engine ids; docs/TRAINER.md, "Trainer-side logprobs"), so
+drift-caused Δ is told apart from numeric Δ.
 
 No torch here: :mod:`viewer.rescore.model` computes the trainer logprobs.
 """
