@@ -54,8 +54,7 @@ def _torch_model(name: str):
 
     if not torch_available():
         need("torch", "requirements-rescore.txt, installed by scripts/setup.sh")
-    if not (MODELS / name / ".done").exists():
-        need(f"the {name} model", "built into .cache/models by scripts/setup_capture.sh")
+    _build(name)
     return MODELS / name
 
 
@@ -211,3 +210,13 @@ def test_sampler_temperature_follows_the_logprobs_mode(tmp_path):
 
 def test_layout_paths_exist():
     assert Path(REPO_ROOT / "requirements-rescore.txt").read_text().count("torch==2.13.0") == 1
+
+
+def _build(name: str) -> None:
+    """The capture model ``name``, built once into .cache/models by the vLLM environment (as a capture does)."""
+    from viewer.rescore.model import resolve_model
+
+    if not (REPO_ROOT / ".cache" / "models" / name / ".done").exists():
+        if not (REPO_ROOT / ".venv-vllm" / "bin" / "python").exists():
+            need(".venv-vllm", f"it builds the {name} model; scripts/setup_capture.sh installs it")
+        resolve_model(name)

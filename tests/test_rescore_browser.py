@@ -14,6 +14,13 @@ def test_delta_mode_after_rescore_and_hover(page, app_url):
 
     if not torch_available():
         need("torch", "requirements-rescore.txt")
+    from viewer.config import REPO_ROOT
+    from viewer.rescore.model import resolve_model
+
+    if not (REPO_ROOT / ".cache" / "models" / "tiny-qwen3" / ".done").exists():
+        if not (REPO_ROOT / ".venv-vllm" / "bin" / "python").exists():
+            need(".venv-vllm", "it builds the tiny-qwen3 model; scripts/setup_capture.sh installs it")
+        resolve_model("tiny-qwen3")  # built once, offline, as a capture builds it
     page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn=1")
     page.wait_for_function(PAINTED, timeout=60000)
     # the mode list is data-driven: no rescore yet, no delta mode

@@ -79,6 +79,10 @@ def resolve_model(name: str, settings: Settings | None = None) -> str:
     if name in MODELS:
         settings = settings or Settings()
         python = settings.capture_vllm_python or str(REPO_ROOT / ".venv-vllm" / "bin" / "python")
+        built = REPO_ROOT / ".cache" / "models" / name / ".done"
+        if not built.exists() and not Path(python).exists():
+            raise ValueError(f"model {name} is not built yet: it is built once (offline) by the capture "
+                             f"environment's python ({python}), which `make setup` installs")
         return str(ensure_model(name, python))
     p = Path(name).expanduser()
     if p.is_dir():
