@@ -102,12 +102,23 @@ class Turn:
         therefore never means "all trained" on its own."""
         n = len(self.output_ids)
         if len(self.mask) == n:
+            if getattr(self.mask, "typecode", None) == "b":  # packed: already 0/1 (viewer.packed.pack_mask)
+                return self.mask.tolist()
             return [1 if m else 0 for m in self.mask]
         return [1 if self.trained else 0] * n
 
     @property
     def trained_tokens(self) -> int:
         return sum(self.loss_mask)
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate bytes this turn holds, cheaply: exact for packed columns (``nbytes``),
+        a per-entry estimate for Python lists, and the text of messages / response / request."""
+        cols = (self.prompt_ids, self.output_ids, self.logprobs, self.top_logprobs, self.output_bytes,
+                self.mask, self.prompt_mask)
+        return 600 + sum(_column_nbytes(c) for c in cols) + _json_nbytes(
+            (self.messages, self.tools, self.response, self.request, self.meta), 0)
 
     def logprob_stats(self) -> tuple[float | None, float | None]:
         """Mean and min over output tokens that have a finite logprob."""
@@ -152,6 +163,13 @@ class Rollout:
                 return t
         raise KeyError(index)
 
+    @property
+    def nbytes(self) -> int:
+        """Approximate bytes this rollout holds (turns plus task, tests and summary): what a
+        byte-bounded cache weighs it by. Linear in the turns' structure, not their tokens."""
+        side = (self.task, self.instruction, self.visible_tests, self.held_out_tests, self.summary, self.meta)
+        return 1000 + sum(t.nbytes for t in self.turns) + _json_nbytes(side, 0) + 200 * len(self.problems)
+
     def stats(self) -> dict[str, Any]:
         """The numbers ``python -m viewer summary`` prints (over agent turns)."""
         agent = self.agent_turns
@@ -166,3 +184,27 @@ class Rollout:
             "mean_logprob": (sum(lps) / len(lps)) if lps else None,
             "reward": self.reward,
         }
+
+
+def _column_nbytes(col: Any) -> int:
+    """A per-token column's bytes: its own ``nbytes`` when packed, else ~36 a boxed entry."""
+    if col is None:
+        return 0
+    n = getattr(col, "nbytes", None)
+    return n if isinstance(n, int) else 56 + 36 * len(col)
+
+
+def _json_nbytes(v: Any, depth: int) -> int:
+    """Rough size of JSON-like data (strings by length, containers by entry); shared
+    strings are counted each time, which errs on the safe side for a cache."""
+    if isinstance(v, str):
+        return 49 + len(v)
+    if isinstance(v, dict):
+        return 64 + 40 * len(v) + (sum(_json_nbytes(x, depth + 1) for x in v.values()) if depth < 12 else 0)
+    if isinstance(v, (list, tuple)):
+        if v and isinstance(v[0], (int, float)) and not isinstance(v[0], bool):
+            return 56 + 36 * len(v)
+        return 56 + 8 * len(v) + (sum(_json_nbytes(x, depth + 1) for x in v) if depth < 12 else 0)
+    if isinstance(v, (bytes, bytearray)):
+        return 33 + len(v)
+    return 32

@@ -1,28 +1,25 @@
-"""Per-token columns: validate id/logprob/mask lists and view vLLM logprob entries lazily.
+"""Per-token columns: validate id/logprob/mask lists and return them packed.
 
 Shared by the readers. Validation is done with whole-list C-level checks first
 (``set(map(type, xs))``) and falls back to a per-item scan only when something is wrong,
-so a clean 2M-token trace costs a few passes at C speed. Top-k alternatives and token
-bytes are *views* over the raw logprob entries, built per position on access: building
-millions of small objects up front would dominate load time and memory.
+so a clean 2M-token trace costs a few passes at C speed. Clean columns come back packed
+(:mod:`viewer.packed`: 4 bytes an id, 8 a logprob, 1 a mask entry) so a reader that
+keeps them holds machine arrays, not Python objects.
 
 Each checker returns a :class:`Checked` value: the usable list (possibly a prefix) and
 an error message (None when clean) for the caller to wrap in a located Problem.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from viewer.rollout import TopLogprob
+from viewer.packed import pack_floats, pack_ids, pack_mask, pack_mask_01
 from viewer.sources.openai_wire import TOKEN_ID_PREFIX, token_id
 
+__all__ = ["Checked", "check_ids", "check_logprobs", "check_mask", "ids_from_token_strings", "TOKEN_ID_PREFIX"]
+
 _P = len(TOKEN_ID_PREFIX)
-
-__all__ = ["Checked", "check_ids", "check_logprobs", "check_mask", "ids_from_token_strings",
-           "TopLogprobColumn", "BytesColumn", "TOKEN_ID_PREFIX"]
-
 _NUM = {float, int}
 T = TypeVar("T")
 
@@ -49,10 +46,10 @@ def check_ids(value: Any) -> Checked[int]:
     if not value:
         return Checked(value)
     if set(map(type, value)) == {int} and min(value) >= 0:
-        return Checked(value)
+        return Checked(pack_ids(value))
     for i, x in enumerate(value):
         if type(x) is not int or x < 0:
-            return Checked(value[:i], f"entry {i} is {_show(x)} ({type(x).__name__}), expected a non-negative "
+            return Checked(pack_ids(value[:i]), f"entry {i} is {_show(x)} ({type(x).__name__}), expected a non-negative "
                                       f"int token id; kept the {i} ids before it")
     return Checked(value)  # unreachable
 
@@ -69,7 +66,7 @@ def check_logprobs(value: Any) -> Checked[float | None]:
     if not isinstance(value, list):
         return Checked(None, f"expected a list of logprobs, got {type(value).__name__}")
     if not value or (set(map(type, value)) <= _NUM and all(_is_logprob(x) for x in value)):
-        return Checked(value)
+        return Checked(pack_floats(value))
     if set(map(type, value)) <= _NUM:  # NaN / +Infinity (JSON allows them in Python): not a probability
         bad = [i for i, x in enumerate(value) if not _is_logprob(x)]
         return Checked([x if _is_logprob(x) else None for x in value],
@@ -89,10 +86,10 @@ def check_mask(value: Any) -> Checked[int]:
     if not isinstance(value, list):
         return Checked(None, f"expected a list of 0/1, got {type(value).__name__}")
     types = set(map(type, value))
-    if types <= {int}:
-        return Checked(value if set(value) <= {0, 1} else [1 if x else 0 for x in value])
+    if types <= {int} and set(value) <= {0, 1}:
+        return Checked(pack_mask_01(value))
     if types <= {int, bool, float}:
-        return Checked([1 if x else 0 for x in value])
+        return Checked(pack_mask(value))
     bad = next(i for i, x in enumerate(value) if type(x) not in (int, bool, float))
     return Checked(None, f"entry {bad} is {_show(value[bad])}, expected 0/1; mask ignored")
 
@@ -105,101 +102,14 @@ def ids_from_token_strings(tokens: Any) -> Checked[int]:
     # fast path (the common case, millions of entries): all well-formed
     tails = [s[_P:] for s in tokens if type(s) is str and s.startswith(TOKEN_ID_PREFIX)]
     if len(tails) == len(tokens) and all(t.isascii() and t.isdigit() for t in tails):
-        return Checked([int(t) for t in tails])
+        return Checked(pack_ids([int(t) for t in tails]))
     out: list[int] = []
     for i, s in enumerate(tokens):
         n = token_id(s)
         if n is None:
             if i == 0:  # plain token text (server ran without --return-tokens-as-token-ids)
                 return Checked(None)
-            return Checked(out, f"entry {i} is {_show(s)}, not a 'token_id:N' string; kept the {i} ids before it")
+            return Checked(pack_ids(out), f"entry {i} is {_show(s)}, not a 'token_id:N' string; kept the {i} ids "
+                                          "before it")
         out.append(n)
-    return Checked(out)
-
-
-def _top_item(d: Any) -> TopLogprob | None:
-    if not isinstance(d, dict):
-        return None
-    lp = d.get("logprob")
-    if type(lp) not in _NUM:
-        return None
-    tok = d.get("token")
-    tid = None
-    if isinstance(tok, str):
-        tid = token_id(tok)
-        if tid is not None:
-            tok = None
-    else:
-        tok = None
-    if tid is None and type(d.get("token_id")) is int:
-        tid = d["token_id"]
-    return TopLogprob(tid, tok, float(lp))
-
-
-class _EntryColumn(Sequence):
-    """A length-``n`` read-only sequence computed per position from raw logprob entries."""
-
-    __slots__ = ("_entries", "_n")
-
-    def __init__(self, entries: list[Any], n: int):
-        self._entries = entries
-        self._n = n
-
-    def __len__(self) -> int:
-        return self._n
-
-    def _at(self, i: int) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return [self._at(j) for j in range(*i.indices(self._n))]
-        if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
-            raise IndexError(i)
-        return self._at(i)
-
-    def __iter__(self):
-        for j in range(self._n):
-            yield self._at(j)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(n={self._n})"
-
-
-class TopLogprobColumn(_EntryColumn):
-    """``column[i]`` = the top-k alternatives at output position i as TopLogprob values.
-
-    Ids come from ``"token_id:N"`` strings (token text is then None); the order is the
-    server's (sampled token first when it fell outside the top-k). Malformed items are
-    skipped.
-    """
-
-    def _at(self, i: int) -> list[TopLogprob]:
-        e = self._entries[i] if i < len(self._entries) else None
-        tops = e.get("top_logprobs") if isinstance(e, dict) else None
-        if not isinstance(tops, list):
-            return []
-        return [t for t in map(_top_item, tops) if t is not None]
-
-
-class BytesColumn(_EntryColumn):
-    """``column[i]`` = bytes of the sampled token's text (None if not recorded or invalid).
-
-    Only the sampled entry's ``bytes`` are used: under ``--return-tokens-as-token-ids``
-    the top-k entries' bytes spell "token_id:N", not the token (docs/CAPTURE.md §1.1).
-    """
-
-    def _at(self, i: int) -> bytes | None:
-        e = self._entries[i] if i < len(self._entries) else None
-        b = e.get("bytes") if isinstance(e, dict) else None
-        if not isinstance(b, list):
-            return None
-        try:
-            return bytes(b)
-        except (TypeError, ValueError):
-            return None
+    return Checked(pack_ids(out))

@@ -23,7 +23,7 @@ def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
 
 
 def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
-    from viewer.sources.capture import _Ctx, _turn_from_record  # the capture reader's record parser
+    from viewer.sources.proxyrecord import Ctx, turn_from_record  # the capture reader's record parser
     from viewer.sources.jsonio import RecordFile
 
     rec = dict(row)
@@ -32,8 +32,8 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
             rec[k] = as_json(rec[k], ref, f".{k}")
     rf = RecordFile(ref.label, records=[rec], container="jsonl")
     rf._lines = []
-    ctx = _Ctx()
-    t = _turn_from_record(rec, 0, rf, ctx)
+    ctx = Ctx()
+    t = turn_from_record(rec, 0, rf, ctx)
     problems = [Problem(p.file, p.where.replace("record 0", ref.where(), 1), p.message, p.severity)
                 for p in ctx.problems]
     if t is None:

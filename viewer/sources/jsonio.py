@@ -21,7 +21,7 @@ from typing import Any
 from viewer.rollout import Problem
 
 __all__ = ["RecordFile", "Document", "read_records", "read_document", "size_problem", "line_col",
-           "WRAPPER_KEYS"]
+           "WRAPPER_KEYS", "gc_paused"]
 
 # Objects that wrap the record list, tried in this order (first list wins).
 WRAPPER_KEYS = ("trace", "records", "turns", "proxy_turns", "entries", "data")
@@ -31,7 +31,7 @@ _WS = " \t\r\n"
 
 
 @contextmanager
-def _gc_paused():
+def gc_paused():
     """Pause the cyclic GC while parsing: JSON builds millions of acyclic containers and
     repeated full collections over them cost ~30% of the parse time on big traces."""
     was = gc.isenabled()
@@ -130,7 +130,7 @@ def read_document(path: Path, label: str | None = None, max_mb: float | None = N
     if text is None:
         return doc
     try:
-        with _gc_paused():
+        with gc_paused():
             doc.value = json.loads(text)
     except json.JSONDecodeError as e:
         doc.problems.append(Problem(label, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}"))
@@ -156,7 +156,7 @@ def read_records(path: Path, label: str | None = None, max_mb: float | None = No
         rf._lines = []
         return rf
     try:
-        with _gc_paused():
+        with gc_paused():
             value = json.loads(text)
     except json.JSONDecodeError as err:
         if text[start] == "[":

@@ -1,0 +1,280 @@
+"""Record files read one record at a time, so a 700 MB trace is never held as one document.
+
+:func:`open_records` returns a :class:`RecordStream`: iterating it yields the records of a
+JSON array or a JSONL file as each is parsed (the file is read in chunks and each element
+decoded with ``json.JSONDecoder.raw_decode``, at C speed); the caller turns each record
+into compact values and drops it. Peak memory is one chunk plus one record instead of the
+whole text plus every Python object of every record.
+
+Anything else (a wrapper object, one record, an empty file, a file over the size limit)
+is read whole by :func:`viewer.sources.jsonio.read_records`, whose messages, line numbers
+and salvage rules the stream reproduces exactly for arrays and JSONL: a broken element
+ends the array with the complete records before it kept, a bad JSONL line is skipped.
+Callers pause the cyclic GC around the whole read (:func:`viewer.sources.jsonio.gc_paused`).
+"""
+from __future__ import annotations
+
+import codecs
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+from viewer.rollout import Problem
+from viewer.sources.jsonio import RecordFile, read_records, size_problem
+
+__all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
+
+CHUNK_CHARS = 4 << 20  # text decoded per read; a record larger than this makes the next read grow
+_WS = " \t\r\n"
+_decoder = json.JSONDecoder()
+
+
+class RecordStream:
+    """The records of one file, parsed as they are iterated (once).
+
+    Same reading surface as :class:`~viewer.sources.jsonio.RecordFile` for its users:
+    ``label``, ``problems``, ``parsed``, ``container``, ``wrapper``, :meth:`where`. Problems
+    found while streaming are appended as they are met, so read them after iterating.
+    """
+
+    def __init__(self, path: Path, label: str, whole: RecordFile | None):
+        self.path, self.label = path, label
+        self._whole = whole  # set when the file was read whole (not an array or JSONL)
+        self.problems: list[Problem] = whole.problems if whole is not None else []
+        self.parsed = whole.parsed if whole is not None else True
+        self.container = whole.container if whole is not None else "array"
+        self.wrapper = whole.wrapper if whole is not None else None
+        self._lines: list[int] = []
+
+    def line_of(self, index: int) -> int | None:
+        if self._whole is not None:
+            return self._whole.line_of(index)
+        return self._lines[index] if 0 <= index < len(self._lines) else None
+
+    def where(self, index: int, path: str = "") -> str:
+        line = self.line_of(index)
+        loc = f"record {index}" + (f" (line {line})" if line else "")
+        return f"{loc} {path}".rstrip() if path else loc
+
+    def first(self) -> Any:
+        """The first record without consuming the stream (None when there is none)."""
+        if self._whole is not None:
+            return self._whole.records[0] if self._whole.records else None
+        if not hasattr(self, "_peek"):
+            self._iter = self._records()
+            self._peek = next(self._iter, None)
+        return self._peek
+
+    def __iter__(self) -> Iterator[Any]:
+        if self._whole is not None:
+            yield from self._whole.records
+            return
+        if hasattr(self, "_peek"):
+            it, peek = self._iter, self._peek
+            del self._peek
+            if peek is None:
+                return
+            yield peek
+            yield from it
+            return
+        yield from self._records()
+
+    def _records(self) -> Iterator[Any]:
+        try:
+            with open(self.path, "rb") as f:
+                reader = _Reader(f, self)
+                if self.container == "jsonl":
+                    yield from _jsonl(reader, self)
+                else:
+                    yield from _array(reader, self)
+        except OSError as e:
+            self.problems.append(Problem(self.label, "", f"cannot read file: {e.strerror or e}"))
+
+
+def open_records(path: Path, label: str | None = None, max_mb: float | None = None) -> RecordStream:
+    """Stream a JSON array or JSONL file; read anything else whole (see the module doc)."""
+    label = label or path.name
+    if size_problem(path, label, max_mb) is None:
+        kind = _sniff(path)
+        if kind is not None:
+            s = RecordStream(path, label, None)
+            s.container = kind
+            return s
+    return RecordStream(path, label, read_records(path, label, max_mb))
+
+
+def _sniff(path: Path) -> str | None:
+    """"array" or "jsonl" when the file can be streamed, else None (read it whole)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+            if head.startswith(codecs.BOM_UTF8):
+                head = head[3:]
+            body = head.lstrip(_WS.encode())
+            if body[:1] == b"[":
+                return "array"
+            if body[:1] != b"{":
+                return None
+            # JSONL: the first line is a complete object and another line follows
+            nl = body.find(b"\n")
+            while nl < 0 and len(head) == 1 << 16:
+                more = f.read(1 << 20)
+                if not more:
+                    break
+                body += more
+                nl = body.find(b"\n")
+            if nl < 0:
+                return None
+            try:
+                ok = isinstance(json.loads(body[:nl]), dict)
+            except (ValueError, UnicodeDecodeError):
+                return None
+            rest = body[nl + 1:]
+            while not rest.strip():
+                more = f.read(1 << 20)
+                if not more:
+                    return None
+                rest = more
+            return "jsonl" if ok else None
+    except OSError:
+        return None
+
+
+class _Reader:
+    """UTF-8 text of a binary file in chunks; an undecodable byte is replaced and reported once."""
+
+    def __init__(self, f, stream: RecordStream):
+        self.f, self.stream = f, stream
+        self.dec = codecs.getincrementaldecoder("utf-8")("strict")
+        self.bytes_done = 0
+        self.first = True
+        self.eof = False
+
+    def read(self, n_chars: int) -> str:
+        raw = self.f.read(n_chars)
+        self.eof = not raw
+        if self.first:
+            self.first = False
+            if raw.startswith(codecs.BOM_UTF8):
+                raw = raw[3:]
+                self.bytes_done += 3
+        try:
+            text = self.dec.decode(raw, final=self.eof)
+        except UnicodeDecodeError as e:
+            at = self.bytes_done - len(self.dec.getstate()[0]) + e.start
+            self.stream.problems.insert(0, Problem(self.stream.label, f"byte {at}",
+                                                   "not valid UTF-8; undecodable bytes replaced"))
+            pending = self.dec.getstate()[0]
+            self.dec = codecs.getincrementaldecoder("utf-8")("replace")
+            text = self.dec.decode(pending + raw, final=self.eof)
+        self.bytes_done += len(raw)
+        return text
+
+
+def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
+    """Elements of a top-level array; the rules and messages of jsonio's array salvage."""
+    buf = r.read(CHUNK_CHARS)
+    pos = 0
+    line0, col0 = 1, 0  # line and 0-based column of buf[0]
+    want = CHUNK_CHARS
+
+    def refill() -> bool:
+        """Drop what was consumed and append the next chunk; False once the file is exhausted."""
+        nonlocal buf, pos, line0, col0
+        if r.eof:
+            return False
+        nl = buf.count("\n", 0, pos)
+        if nl:
+            line0 += nl
+            col0 = pos - buf.rfind("\n", 0, pos) - 1
+        else:
+            col0 += pos
+        buf = buf[pos:] + r.read(want)
+        pos = 0
+        return True
+
+    def skip_ws() -> bool:
+        nonlocal pos
+        while True:
+            while pos < len(buf) and buf[pos] in _WS:
+                pos += 1
+            if pos < len(buf):
+                return True
+            if not refill():
+                return False
+
+    def line_col(p: int) -> tuple[int, int]:
+        nl = buf.count("\n", 0, p)
+        if nl:
+            return line0 + nl, p - buf.rfind("\n", 0, p)
+        return line0, col0 + p + 1
+
+    skip_ws()
+    pos += 1  # the "[" _sniff saw
+    n = 0
+    msg = ""
+    while True:
+        if not skip_ws():
+            msg = "truncated: the array is not closed"
+            break
+        if buf[pos] == "]" and n == 0:
+            pos += 1
+            break
+        try:
+            value, end = _decoder.raw_decode(buf, pos)
+            if end >= len(buf) and not r.eof:
+                raise json.JSONDecodeError("may continue", buf, end)  # a number cut by the chunk
+        except json.JSONDecodeError as e:
+            if not r.eof:
+                want = max(want, 2 * (len(buf) - pos))  # a record longer than a chunk: read more next time
+                refill()
+                continue
+            msg, pos = f"invalid or truncated JSON: {e.msg}", e.pos
+            break
+        s._lines.append(line_col(pos)[0])
+        n += 1
+        yield value
+        value = None
+        pos = end
+        if not skip_ws():
+            msg = "truncated: the array is not closed"
+            break
+        if buf[pos] == ",":
+            pos += 1
+            continue
+        if buf[pos] == "]":
+            pos += 1
+            if skip_ws():
+                msg = "unexpected content after the array"
+            break
+        msg = "expected ',' or ']' between records"
+        break
+    if msg:
+        ln, col = line_col(min(pos, len(buf)))
+        s.problems.append(Problem(s.label, f"line {ln}, column {col}",
+                                  f"{msg}; kept the {n} complete record(s) before it"))
+
+
+def _jsonl(r: _Reader, s: RecordStream) -> Iterator[Any]:
+    """One record a line; a bad line is reported and skipped (jsonio's JSONL rules)."""
+    tail = ""
+    n_line = 0
+    while True:
+        chunk = r.read(CHUNK_CHARS)
+        text = tail + chunk
+        lines = text.split("\n")
+        tail = lines.pop() if not r.eof else ""
+        for line in lines:
+            n_line += 1
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                s.problems.append(Problem(s.label, f"line {n_line}, column {e.colno}",
+                                          f"invalid JSON line skipped: {e.msg}"))
+                continue
+            s._lines.append(n_line)
+            yield rec
+        if r.eof:
+            break

@@ -1,0 +1,241 @@
+"""One proxy trace record -> Turn: the parser shared by capture folders and contract rows.
+
+A record is our recording proxy's (or the OpenEnv interception proxy's, newer TRL's, the
+OpenEnv capture contract's) JSON object for one model call. Ids, logprobs and the mask are
+validated (:mod:`viewer.sources.columns`) and kept packed; the top-k alternatives and the
+sampled tokens' bytes are packed from the logprob entries (:mod:`viewer.packed`), so the
+record itself can be dropped as soon as its Turn is built. Bad data becomes a located
+Problem in the :class:`Ctx`; nothing here raises.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from viewer.rollout import Problem, Turn
+from viewer.sources.logprob_entries import bytes_column, topk_column
+from viewer.sources.columns import Checked, check_ids, check_logprobs, check_mask, ids_from_token_strings
+from viewer.turns import kind_from_label
+
+__all__ = ["Ctx", "turn_from_record", "set_mask", "align", "note", "first_diff"]
+
+
+@dataclass
+class Ctx:
+    """Reading state shared by the helpers: where problems go."""
+
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, file: str, where: str, message: str, severity: str = "error") -> None:
+        self.problems.append(Problem(file, where, message, severity))  # type: ignore[arg-type]
+
+
+def _as_dict(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _as_list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
+
+
+def note(ctx: Ctx, rf: Any, i: int, path: str, chk: Checked, severity: str = "error") -> None:
+    if chk.error:
+        ctx.add(rf.label, rf.where(i, path), chk.error, severity)
+
+
+def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
+    """One proxy record -> Turn (ids, logprobs, text). Kind/mask may stay for the rule."""
+    if not isinstance(rec, dict):
+        ctx.add(rf.label, rf.where(i), f"expected a JSON object, got {type(rec).__name__}; record skipped")
+        return None
+    call = rec.get("turn") if type(rec.get("turn")) is int else rec.get("call")
+    if type(call) is not int:
+        call = i + 1
+    request, response = rec.get("request"), rec.get("response")
+    for name, val in (("request", request), ("response", response)):
+        if val is not None and not isinstance(val, dict):
+            ctx.add(rf.label, rf.where(i, f".{name}"), f"expected an object, got {type(val).__name__}; ignored")
+    request, response = _as_dict(request), _as_dict(response)
+    choices = response.get("choices")
+    choice = _as_dict(choices[0]) if isinstance(choices, list) and choices else {}
+    message = _as_dict(choice.get("message"))
+    if "reasoning" not in message and isinstance(message.get("reasoning_content"), str):
+        message = {**message, "reasoning": message["reasoning_content"]}  # older vLLM name
+    meta = _as_dict(rec.get("metadata"))
+    t = Turn(index=i, call=call, messages=_as_list(request.get("messages")), tools=_as_list(request.get("tools")),
+             request=request, response=message)
+    t.meta["record"] = i
+    t.meta["file"] = rf.label
+    t.meta["model"] = request.get("model") or response.get("model") or meta.get("model")
+    if response:
+        t.meta["response_info"] = {k: response[k] for k in ("id", "model", "usage", "created") if k in response}
+    if meta:
+        t.meta["metadata"] = meta
+    fr = rec.get("finish_reason") or choice.get("finish_reason")
+    t.finish_reason = fr if isinstance(fr, str) else None
+    for k, attr in (("latency_s", "latency_s"), ("timestamp", "timestamp")):
+        v = rec.get(k)
+        if type(v) in (int, float):
+            setattr(t, attr, float(v))
+    _kind_from_record(rec, meta, t)
+    _error_from_record(rec, response, choices, t)
+
+    # Logprob entries: the record's copy, else the response's.
+    entries = rec.get("logprobs")
+    if isinstance(entries, dict):
+        entries = entries.get("content")
+    if entries is None:
+        entries = _as_dict(choice.get("logprobs")).get("content")
+    if entries is not None and not isinstance(entries, list):
+        ctx.add(rf.label, rf.where(i, ".logprobs"), f"expected a list of logprob entries, got "
+                                                    f"{type(entries).__name__}; ignored")
+        entries = None
+
+    # Output ids: engine ids first, "token_id:N" strings second; cross-check when both.
+    engine: list[int] | None = None
+    for path, val in ((".completion_token_ids", rec.get("completion_token_ids")),
+                      (".response.choices[0].token_ids", choice.get("token_ids")),
+                      (".token_ids", rec.get("token_ids"))):
+        chk = check_ids(val)
+        note(ctx, rf, i, path, chk)
+        if chk.value and not chk.error:
+            engine = chk.value
+            break
+        if chk.value and engine is None:
+            engine = chk.value  # a valid prefix; a later clean source may still replace it
+    strings: list[int] | None = None
+    str_path = ".completion_tokens"
+    if rec.get("completion_tokens") is not None:
+        chk = ids_from_token_strings(rec.get("completion_tokens"))
+        note(ctx, rf, i, str_path, chk)
+        strings = chk.value
+    if strings is None and entries:
+        str_path = ".logprobs[].token"
+        try:
+            toks = [e["token"] for e in entries]
+        except (KeyError, TypeError):
+            toks = [e.get("token") if isinstance(e, dict) else None for e in entries]
+        chk = ids_from_token_strings(toks)
+        note(ctx, rf, i, str_path, chk)
+        strings = chk.value
+    if engine and strings is not None and engine != strings:
+        ctx.add(rf.label, rf.where(i), f"call {call}: output ids from token_ids ({len(engine)}) differ from "
+                                       f"the 'token_id:N' strings in {str_path} ({len(strings)}) "
+                                       f"{first_diff(engine, strings)}; using token_ids")
+    if engine:
+        t.output_ids, t.output_source = engine, "engine"
+    elif strings:
+        t.output_ids, t.output_source = strings, "token_id_strings"
+
+    # Logprobs: per_token_logps, else the entries' values.
+    lps: list[float | None] | None = None
+    if rec.get("per_token_logps") is not None:
+        chk = check_logprobs(rec.get("per_token_logps"))
+        note(ctx, rf, i, ".per_token_logps", chk)
+        lps = chk.value
+        t.meta["logprobs_from"] = "per_token_logps"
+    if not lps and entries:
+        try:
+            raw = [e["logprob"] for e in entries]
+        except (KeyError, TypeError):
+            raw = [e.get("logprob") if isinstance(e, dict) else None for e in entries]
+        chk = check_logprobs(raw)
+        note(ctx, rf, i, ".logprobs[].logprob", chk)
+        lps = chk.value
+        t.meta["logprobs_from"] = "logprobs"
+    t.logprobs = lps or []
+
+    # Prompt ids: the engine's, when the record carries them.
+    pval = rec.get("prompt_token_ids")
+    ppath = ".prompt_token_ids"
+    if pval is None and "prompt_token_ids" in response:
+        pval, ppath = response.get("prompt_token_ids"), ".response.prompt_token_ids"
+    chk = check_ids(pval)
+    note(ctx, rf, i, ppath, chk)
+    if chk.value:
+        t.prompt_ids, t.prompt_source = chk.value, "engine"
+
+    n_out = len(t.output_ids)
+    mval, mpath = (rec.get("loss_mask"), ".loss_mask") if "loss_mask" in rec else (rec.get("mask"), ".mask")
+    if mval is not None:
+        set_mask(t, mval, rf, i, mpath, ctx)
+        if type(rec.get("trained")) is bool and t.meta.get("mask_source"):
+            t.trained = rec["trained"]
+    align(t, entries, f"call {call}", rf, i, ctx)
+    if n_out and len(t.output_ids) < n_out and t.mask:
+        t.mask = t.mask[:len(t.output_ids)]
+    return t
+
+
+def _kind_from_record(rec: dict[str, Any], meta: dict[str, Any], t: Turn) -> None:
+    label = rec.get("kind")
+    if not isinstance(label, str):
+        role = meta.get("role") if isinstance(meta.get("role"), str) else None
+        label = {"agent": "main", "auxiliary": "other"}.get(role or "", None)
+    if isinstance(label, str) and label:
+        t.kind, t.role = kind_from_label(label)  # type: ignore[assignment]
+        t.meta["kind_source"] = "record"
+        t.meta["kind_label"] = label
+
+
+def _error_from_record(rec: dict[str, Any], response: dict[str, Any], choices: Any, t: Turn) -> None:
+    status = rec.get("upstream_status", response.get("upstream_status"))
+    err = rec.get("upstream_error", response.get("upstream_error"))
+    if status is None and err is None:
+        if isinstance(rec.get("error"), str) and rec["error"]:
+            t.error = rec["error"]
+        elif response and isinstance(choices, list) and not choices:
+            t.error = "upstream response has no choices"
+        return
+    msg = err
+    if isinstance(err, dict):
+        inner = err.get("error", err)
+        msg = inner.get("message", inner) if isinstance(inner, dict) else inner
+    t.error = f"upstream HTTP {status}: {msg}" if status is not None else f"upstream error: {msg}"
+
+
+def first_diff(a: list[int], b: list[int]) -> str:
+    for j, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"(first difference at position {j}: {x} vs {y})"
+    return "(one is a prefix of the other)"
+
+
+def set_mask(t: Turn, value: Any, rf: Any, i: int, path: str, ctx: Ctx) -> None:
+    """Accept a mask over the output, or over prompt+output; flag any other length."""
+    file = rf.label
+    chk = check_mask(value)
+    if chk.error:
+        ctx.add(file, rf.where(i, path), chk.error)
+        return
+    mask = chk.value or []
+    n_out, n_prompt = len(t.output_ids), len(t.prompt_ids)
+    if len(mask) == n_out:
+        t.mask = mask
+    elif n_prompt and len(mask) == n_prompt + n_out:
+        t.mask = mask[n_prompt:]
+        if any(mask[:n_prompt]):
+            t.prompt_mask = mask[:n_prompt]
+    else:
+        want = f"{n_out} (output)" + (f" or {n_prompt + n_out} (prompt+output)" if n_prompt else "")
+        ctx.add(file, rf.where(i, path), f"call {t.call}: mask has {len(mask)} entries, expected {want}; mask ignored")
+        return
+    t.trained = any(t.mask)
+    t.meta["mask_source"] = "record"
+
+
+def align(t: Turn, entries: list[Any] | None, who: str, rf: Any, i: int, ctx: Ctx) -> None:
+    """Make ids, logprobs (and the entry views) the same length: keep the shorter aligned."""
+    file = rf.label
+    n_ids, n_lp = len(t.output_ids), len(t.logprobs)
+    if n_ids and n_lp and n_ids != n_lp:
+        n = min(n_ids, n_lp)
+        ctx.add(file, rf.where(i), f"{who}: {n_ids} output ids but {n_lp} logprobs; kept the first {n} aligned")
+        t.output_ids, t.logprobs = t.output_ids[:n], t.logprobs[:n]
+    n = n_ids and len(t.output_ids) or len(t.logprobs)
+    if entries:
+        if len(entries) < n:
+            ctx.add(file, rf.where(i), f"{who}: {len(entries)} logprob entries for {n} output tokens; "
+                                 "top-k/bytes missing past the end", "warning")
+        t.top_logprobs = topk_column(entries, n)  # type: ignore[assignment]
+        t.output_bytes = bytes_column(entries, n)  # type: ignore[assignment]
