@@ -6,9 +6,11 @@ the same run so the ratio is meaningful on a busy machine.
 1. Time: a synthetic capture (our proxy format: engine ids, "token_id:N" strings, top-5
    logprob entries, turns.json) loaded with ``load_source`` vs ``json.load`` of the same
    files. Target: ratio <= 1.5.
-2. Memory: a synthetic 500-call trace with 2M tokens in all (3,600 prompt + 400 output ids
-   per call, top-5 entries on outputs), loaded in a fresh subprocess; peak RSS
-   (``ru_maxrss``) reported next to a subprocess that only runs ``json.load``. Target < 1 GB.
+2. Memory: a synthetic trace of ``--mb`` MB (default 180; ``--mb 690`` is the issue's long
+   rollout) of ``--calls`` records (3,600 prompt ids each, the output length solved for the
+   size, top-5 entries on outputs), opened in a fresh subprocess; peak RSS (``ru_maxrss``)
+   and time next to a subprocess that only runs ``json.load`` of the same file, and one that
+   only imports. Targets: peak RSS <= 1.0x the file size (aim 0.5x), time <= ``json.load``.
 """
 from __future__ import annotations
 
@@ -120,54 +122,79 @@ _CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, sys.argv[3])
 mode, path = sys.argv[1], sys.argv[2]
+from viewer.config import Settings
+from viewer.sources import load_source
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t0 = time.perf_counter()
+n = None
 if mode == "json":
     with open(path + "/trace.json", "rb") as f:
         obj = json.load(f)
     n = len(obj)
-else:
-    from viewer.config import Settings
-    from viewer.sources import load_source
+elif mode == "load_source":
     ro = load_source(path, Settings(max_file_mb=4096))
     st = ro.stats()
-    n = (len(ro.turns), st["prompt_tokens"] + st["output_tokens"], len(ro.problems))
+    n = (len(ro.turns), st["prompt_tokens"] + st["output_tokens"], len(ro.problems), ro.nbytes)
 dt = time.perf_counter() - t0
-print(json.dumps({"n": n, "s": dt, "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"n": n, "s": dt, "base_mb": base,
+                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
-def bench_memory(tmp: Path, quick: bool) -> None:
-    calls = 100 if quick else 500
-    folder = tmp / "big"
-    (folder).mkdir()
-    t0 = time.perf_counter()
-    # trace.json only (no turns.json): 500 x (3600 + 400) = 2,000,000 tokens
+def write_trace(folder: Path, mb: float, calls: int, n_prompt: int) -> tuple[int, float]:
+    """A trace.json of about ``mb`` MB: ``calls`` records, output length solved for the size."""
     rng = random.Random(1)
+    per_call = len(json.dumps(make_record(rng, 1, n_prompt, 1000, 5)))
+    fixed = len(json.dumps(make_record(rng, 1, n_prompt, 0, 5)))
+    n_out = max(1, int((mb * 1e6 / calls - fixed) / ((per_call - fixed) / 1000)))
+    folder.mkdir()
     with open(folder / "trace.json", "w") as f:
         f.write("[")
         for c in range(1, calls + 1):
-            f.write(("," if c > 1 else "") + json.dumps(make_record(rng, c, 3600, 400, 5)))
+            f.write(("," if c > 1 else "") + json.dumps(make_record(rng, c, n_prompt, n_out, 5)))
         f.write("]")
-    mb = (folder / "trace.json").stat().st_size / 1e6
-    print(f"[mem] synthetic trace: {calls} calls, {calls * 4000:,} tokens, {mb:.0f} MB "
-          f"(written in {time.perf_counter() - t0:.1f} s)")
-    for mode in ("json", "load_source"):
+    return n_out, (folder / "trace.json").stat().st_size / 1e6
+
+
+def bench_memory(tmp: Path, mb: float, calls: int) -> None:
+    folder = tmp / "big"
+    t0 = time.perf_counter()
+    n_out, size = write_trace(folder, mb, calls, 3600)
+    print(f"[mem] synthetic trace: {calls} calls x (3,600 prompt + {n_out:,} output ids, top-5 on outputs) = "
+          f"{calls * (3600 + n_out):,} tokens, {size:.0f} MB (written in {time.perf_counter() - t0:.1f} s)")
+    res = {}
+    for mode in ("imports", "json", "load_source"):
         r = subprocess.run([sys.executable, "-c", _CHILD, mode, str(folder), str(REPO)],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=1800)
         if r.returncode:
             print(f"[mem] {mode}: failed: {r.stderr.strip()[-500:]}")
             continue
-        d = json.loads(r.stdout)
-        print(f"[mem] {mode:12s} peak RSS {d['maxrss_mb']:7.0f} MB  time {d['s']:.2f} s  -> {d['n']}")
+        res[mode] = d = json.loads(r.stdout)
+        print(f"[mem] {mode:12s} peak RSS {d['maxrss_mb']:7.0f} MB ({d['maxrss_mb'] * 1.048576 / size:.2f}x the file)"
+              f"  time {d['s']:.2f} s  -> {d['n']}")
+    if "json" in res and "load_source" in res:
+        j, ls = res["json"], res["load_source"]
+        print(f"[mem] load_source peak RSS / file size: {ls['maxrss_mb'] * 1.048576 / size:.2f}x (target <= 1.0x, "
+              f"aim 0.5x); above the {ls['base_mb']:.0f} MB of interpreter + imports: "
+              f"{(ls['maxrss_mb'] - ls['base_mb']) * 1.048576 / size:.2f}x")
+        print(f"[mem] load_source time / json.load time: {ls['s'] / j['s']:.2f}x (target <= 1.0x); "
+              f"json.load peak RSS {j['maxrss_mb'] * 1.048576 / size:.2f}x the file")
+        print(f"[mem] Rollout.nbytes (what the cache weighs): {ls['n'][3] / 1e6:.0f} MB")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller inputs (smoke run)")
+    ap.add_argument("--mb", type=float, default=None, help="size of the memory bench's trace.json (default 180, "
+                    "quick 36; the issue's long rollout is 690: needs ~3 GB free for the json.load baseline)")
+    ap.add_argument("--calls", type=int, default=400, help="calls in the memory bench's trace (default 400)")
+    ap.add_argument("--skip-time", action="store_true", help="only the memory bench")
     args = ap.parse_args()
+    mb = args.mb or (36 if args.quick else 180)
     with tempfile.TemporaryDirectory() as d:
-        bench_time(Path(d), args.quick)
-        bench_memory(Path(d), args.quick)
+        if not args.skip_time:
+            bench_time(Path(d), args.quick)
+        bench_memory(Path(d), mb, args.calls if not args.quick else 100)
 
 
 if __name__ == "__main__":
