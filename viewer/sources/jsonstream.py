@@ -24,7 +24,7 @@ from viewer.sources.jsonio import RecordFile, read_records, size_problem
 
 __all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
 
-CHUNK_CHARS = 4 << 20  # text decoded per read; a record larger than this makes the next read grow
+CHUNK_CHARS = 16 << 20  # text decoded per read (a partial record at the end is parsed again: keep chunks >> records)
 _WS = " \t\r\n"
 _decoder = json.JSONDecoder()
 
