@@ -51,5 +51,14 @@ if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ]; then
     | { grep -v "WARNING: Location" || true; }
   echo "$rwant" > "$rstamp"
 fi
+# the optional Ray engine of the drift scan (tests/test_ray_engine.py); its own stamp, so the app-only set-up stays lean
+scale_stamp="$VENV/.requirements-scale.sha256"
+want_scale=$(sha256sum requirements-scale.txt | cut -d' ' -f1)
+if [ ! -f "$scale_stamp" ] || [ "$(cat "$scale_stamp")" != "$want_scale" ]; then
+  echo "setup: pip install -r requirements-scale.txt"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-scale.txt 2>&1 \
+    | { grep -v "WARNING: Location" || true; }
+  echo "$want_scale" > "$scale_stamp"
+fi
 bash scripts/setup_capture.sh  # vLLM (CPU/GPU) env + opencode for live capture; CAPTURE_SETUP=0 skips
 bash scripts/setup_oracle.sh  # .venv-trl: TRL 1.14.0 + 1.16.0 side by side as the test oracle; ORACLE_SETUP=0 skips

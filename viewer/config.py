@@ -45,6 +45,15 @@ class Settings:
                               "Folder where files fetched from the Hub are cached (default: a folder in the system temp dir).")
     cache_rollouts: int = _setting(16, "VIEWER_CACHE_ROLLOUTS",
                                    "Parsed rollouts kept in memory (LRU) across sessions.")
+    ray_num_cpus: int = _setting(2, "VIEWER_RAY_NUM_CPUS",
+                                 "Drift scans on Ray (--engine ray) without a cluster address: CPUs of the embedded "
+                                 "local Ray.")
+    ray_object_store_mb: int = _setting(128, "VIEWER_RAY_OBJECT_STORE_MB",
+                                        "Object store of the embedded local Ray, in MB (blocks are small: per-turn "
+                                        "rows).")
+    ray_workers: int = _setting(2, "VIEWER_RAY_WORKERS",
+                                "Ray actors scanning blocks at once (each holds its own tokenizers); on a cluster, "
+                                "raise it to the CPUs to use.")
     public: bool = _setting(False, "VIEWER_PUBLIC",
                             "Public mode (also on whenever SPACE_ID is set, i.e. on a Hugging Face Space): local and "
                             "endpoint captures off, hf-jobs only under the visitor's own sign-in.")

@@ -120,9 +120,22 @@ def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
             print(f"\rscanned {done}/{total if total is not None else '?'} rollouts", end="", file=sys.stderr,
                   flush=True)
 
+    kw = {"tokenizer": args.tokenizer, "trainer": args.trainer, "train_turns": args.train_turns,
+          "fork_threshold": args.fork_threshold}
     try:
-        res = scan_source(args.source, settings, tokenizer=args.tokenizer, limit=args.limit, progress=progress,
-                          trainer=args.trainer, train_turns=args.train_turns, fork_threshold=args.fork_threshold)
+        if args.engine == "ray":
+            from viewer.drift_ray import scan_with_ray
+
+            res = scan_with_ray(args.source, settings, address=args.ray_address, out=args.out, limit=args.limit,
+                                progress=progress, **kw)
+        else:
+            res = scan_source(args.source, settings, limit=args.limit, progress=progress, **kw)
+            if args.out:
+                from viewer.drift.scanout import ParquetSink, turns_table
+
+                sink = ParquetSink(args.out)
+                sink.write(turns_table(res["turns"]))
+                sink.close()
     except ScanInputError as e:
         print(f"error: {e.message}", file=sys.stderr)
         return 2 if e.not_found else 1
@@ -155,6 +168,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="scan at most N rollouts (rows for hf://)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--engine", choices=["local", "ray"], default="local",
+                   help="local: this process; ray: a Ray Data pipeline (embedded local Ray, or the cluster at "
+                        "--ray-address / RAY_ADDRESS; needs requirements-scale.txt)")
+    p.add_argument("--ray-address", metavar="ADDR", default=None,
+                   help="Ray cluster to run on (e.g. ray://head:10001 or auto); default RAY_ADDRESS, else embedded")
+    p.add_argument("--out", metavar="FILE.parquet", default=None,
+                   help="also write one row per turn to this parquet file (DuckDB / pandas can query it)")
     p.add_argument("--trainer", choices=["trl-message", "trl-contract"], default=None,
                    help="whose rows: trl-message (TRL 1.14: prompts re-rendered from messages) or trl-contract "
                         "(TRL >= 1.15: engine prompt ids, per-token masks). Default: what the source supports "
