@@ -1,11 +1,13 @@
-"""viewer.packed: packed columns behave like the lists they replace; top-k and bytes packed exactly."""
+"""viewer.packed and viewer.sources.logprob_entries: packed columns behave like the lists they replace;
+top-k alternatives and token bytes are packed exactly."""
 from __future__ import annotations
 
 import copy
 import pickle
 
-from viewer.packed import BytesColumn, Packed, TopKColumn, pack_floats, pack_ids, pack_mask
+from viewer.packed import Packed, pack_floats, pack_ids, pack_mask
 from viewer.rollout import TopLogprob, Turn
+from viewer.sources.logprob_entries import bytes_column, topk_column
 
 
 def test_packed_compares_slices_and_concatenates_like_a_list():
@@ -39,7 +41,7 @@ def _entry(tops, b=None):
 def test_topk_from_token_id_entries():
     entries = [_entry([{"token": "token_id:5", "logprob": -0.1}, {"token": "token_id:17", "logprob": -2}]),
                _entry([{"token": "token_id:151643", "logprob": -0.25}])]
-    col = TopKColumn.from_entries(entries, 3)  # 3 tokens, 2 entries: the last has no alternatives
+    col = topk_column(entries, 3)  # 3 tokens, 2 entries: the last has no alternatives
     assert len(col) == 3
     assert col[0] == [TopLogprob(5, None, -0.1), TopLogprob(17, None, -2.0)]
     assert col[1] == [TopLogprob(151643, None, -0.25)] and col[2] == [] and col[-1] == []
@@ -49,20 +51,30 @@ def test_topk_from_token_id_entries():
 def test_topk_text_tokens_and_malformed_items_are_read_item_by_item():
     entries = [_entry([{"token": "Hello", "logprob": -0.5, "token_id": 9707},
                        {"token": "token_id:x", "logprob": -1.0},  # not a number after the prefix: text
+                       {"token": "token_id:-5", "logprob": -1.5},  # a sign is not "token_id:N" (openai_wire)
                        {"token": "a", "logprob": "bad"},  # no numeric logprob: skipped
                        "junk",  # not an object: skipped
                        {"logprob": True}]),  # a bool is not a logprob: skipped
                {"no": "tops"},
                _entry([{"token": "token_id:12token_id:3", "logprob": -3}])]  # prefix twice: text, not 123
-    col = TopKColumn.from_entries(entries, 3)
-    assert col[0] == [TopLogprob(9707, "Hello", -0.5), TopLogprob(None, "token_id:x", -1.0)]
+    col = topk_column(entries, 3)
+    assert col[0] == [TopLogprob(9707, "Hello", -0.5), TopLogprob(None, "token_id:x", -1.0),
+                      TopLogprob(None, "token_id:-5", -1.5)]
     assert col[1] == []
     assert col[2] == [TopLogprob(None, "token_id:12token_id:3", -3.0)]
 
 
+def test_topk_fast_path_refuses_what_token_id_refuses():
+    # a well-formed column but one signed / spaced id: the item-by-item rules keep it as text
+    for bad in ("token_id:-5", "token_id: 5", "token_id:"):
+        entries = [_entry([{"token": "token_id:5", "logprob": -0.1}]), _entry([{"token": bad, "logprob": -0.2}])]
+        col = topk_column(entries, 2)
+        assert col[0] == [TopLogprob(5, None, -0.1)] and col[1] == [TopLogprob(None, bad, -0.2)]
+
+
 def test_bytes_column():
     entries = [_entry([], [104, 105]), _entry([], [300]), _entry([]), _entry([], [0xE4, 0xBD])]
-    col = BytesColumn.from_entries(entries, 5)
+    col = bytes_column(entries, 5)
     assert list(col) == [b"hi", None, None, b"\xe4\xbd", None]
 
 

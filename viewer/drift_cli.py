@@ -124,7 +124,7 @@ def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
           "fork_threshold": args.fork_threshold}
     try:
         if args.engine == "ray":
-            from viewer.drift_ray import scan_with_ray
+            from viewer.drift.ray_engine import scan_with_ray
 
             res = scan_with_ray(args.source, settings, address=args.ray_address, out=args.out, limit=args.limit,
                                 progress=progress, **kw)

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from viewer.rollout import Problem, Turn
-from viewer.sources.logprob_entries import bytes_column, topk_column
 from viewer.sources.columns import Checked, check_ids, check_logprobs, check_mask, ids_from_token_strings
+from viewer.sources.logprob_entries import bytes_column, topk_column
 from viewer.turns import kind_from_label
 
 __all__ = ["Ctx", "turn_from_record", "set_mask", "align", "note", "first_diff"]

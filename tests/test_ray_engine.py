@@ -1,4 +1,4 @@
-"""viewer.drift_ray: the drift scan on a local Ray (2 CPUs) gives the local engine's totals, writes
+"""viewer.drift.ray_engine: the drift scan on a local Ray (2 CPUs) gives the local engine's totals, writes
 queryable per-turn parquet, and leaves no Ray process behind."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from _row_fixtures import harbor_rows
 from requires import need
 from viewer.config import SAMPLE_DIR, Settings
-from viewer.drift_cli import scan_source
+from viewer.drift.corpus import scan_source
 
 pytestmark = pytest.mark.slow
 
@@ -22,9 +22,9 @@ def ray_mod():
         import ray.data  # noqa: F401
     except ImportError:
         need("ray[data] (requirements-scale.txt)", "the ray engine of the drift scan")
-    from viewer import drift_ray
+    from viewer.drift import ray_engine
 
-    return drift_ray
+    return ray_engine
 
 
 def _descendants(pid: int) -> set[int]:

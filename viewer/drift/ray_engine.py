@@ -2,7 +2,7 @@
 
 The source is cut into blocks (one per capture folder; one per parquet row group of a data
 file; a JSONL file or an ``hf://`` dataset is one block), each block is scanned by a pool
-of Ray actors with the local engine (:func:`viewer.drift_cli.scan_source`, tokenizers
+of Ray actors with the local engine (:func:`viewer.drift.corpus.scan_source`, tokenizers
 loaded once per actor), and the per-turn rows come back to the driver as Arrow tables,
 streamed into ``--out FILE.parquet`` (:mod:`viewer.drift.scanout`) as they arrive. Totals
 are summed from per-block totals, so they equal the local engine's.
@@ -26,7 +26,7 @@ from viewer.config import Settings
 
 __all__ = ["scan_with_ray", "plan_blocks", "ray_available"]
 
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parent.parent  # the viewer package, shipped to cluster workers
 
 
 def ray_available() -> str | None:
@@ -41,7 +41,7 @@ def ray_available() -> str | None:
 def plan_blocks(source: str | Path, settings: Settings, limit: int | None = None) -> list[dict[str, Any]]:
     """The blocks of SOURCE: ``{"spec"}`` (scan it whole) or ``{"spec", "rows"}`` (those rows of a
     parquet data file, one row group's worth)."""
-    from viewer.drift_cli import _is_data_file, discover
+    from viewer.drift.corpus import _is_data_file, discover
 
     specs = discover(source)
     if len(specs) == 1 and _is_data_file(specs[0]) and specs[0].lower().endswith(".parquet"):
@@ -74,7 +74,7 @@ def _parquet_blocks(spec: str, settings: Settings, limit: int | None) -> list[di
 
 def scan_block(block: dict[str, Any], settings: Settings, kw: dict[str, Any]) -> dict[str, Any]:
     """Scan one block with the local engine; an unreadable block is an error, not a failure."""
-    from viewer.drift_cli import ScanInputError, scan_source
+    from viewer.drift.corpus import ScanInputError, scan_source
 
     errors: list[dict[str, str]] = []
     if block.get("rows") is None:
@@ -157,10 +157,10 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
                   **kw: Any) -> dict[str, Any]:
     """Scan SOURCE on Ray; the result has the local engine's shape (``turns`` only when
     ``keep_turns``), plus ``engine`` and ``out``. ``kw``: tokenizer / trainer / train_turns /
-    fork_threshold / plain, as :func:`viewer.drift_cli.scan_source` takes them."""
+    fork_threshold / plain, as :func:`viewer.drift.corpus.scan_source` takes them."""
     why = ray_available()
     if why:
-        from viewer.drift_cli import ScanInputError
+        from viewer.drift.corpus import ScanInputError
 
         raise ScanInputError(why)
     import pyarrow.compute as pc
@@ -168,7 +168,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
 
     from viewer.drift.scan import merge_trainer, new_trainer_block
     from viewer.drift.scanout import ParquetSink, records_from_table
-    from viewer.drift_cli import ScanInputError, _merge
+    from viewer.drift.corpus import ScanInputError, _merge
 
     settings = settings or Settings()
     blocks = plan_blocks(source, settings, limit)
