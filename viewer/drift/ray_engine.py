@@ -30,11 +30,12 @@ _PKG = Path(__file__).resolve().parent.parent  # the viewer package, shipped to 
 
 
 def ray_available() -> str | None:
-    """None when Ray Data can be imported, else why not (for a clear error)."""
-    try:
-        import ray.data  # noqa: F401
-    except ImportError as e:
-        return f"the ray engine needs Ray Data (pip install -r requirements-scale.txt): {e}"
+    """None when Ray is installed, else why not. Looks without importing it (the app asks at start-up;
+    importing Ray costs seconds and memory)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ray") is None:
+        return "the ray engine needs Ray Data: pip install -r requirements-scale.txt (or the 'scale' extra)"
     return None
 
 
@@ -158,17 +159,21 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
     """Scan SOURCE on Ray; the result has the local engine's shape (``turns`` only when
     ``keep_turns``), plus ``engine`` and ``out``. ``kw``: tokenizer / trainer / train_turns /
     fork_threshold / plain, as :func:`viewer.drift.corpus.scan_source` takes them."""
-    why = ray_available()
-    if why:
-        from viewer.drift.corpus import ScanInputError
+    from viewer.drift.corpus import ScanInputError
 
+    why = ray_available()
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        why = why or f"the ray engine needs Ray Data (requirements-scale.txt): {e}"
+    if why:
         raise ScanInputError(why)
     import pyarrow.compute as pc
-    import ray
 
     from viewer.drift.scan import merge_trainer, new_trainer_block
     from viewer.drift.scanout import ParquetSink, records_from_table
-    from viewer.drift.corpus import ScanInputError, _merge
+    from viewer.drift.corpus import _merge
 
     settings = settings or Settings()
     blocks = plan_blocks(source, settings, limit)

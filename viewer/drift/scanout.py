@@ -29,6 +29,7 @@ TURN_FIELDS: list[tuple[str, str]] = [
     ("row.tokens_losing_gradient", "int64"), ("row.kept_trained", "int64"), ("row.reason", "string"),
 ]
 _SECTIONS = ("retokenize", "template", "prefix", "row")
+_OPTIONAL = {"unchecked", "reason", "plain_error", "plain_equal", "plain_cause"}  # absent, not None, when unset
 
 
 def turn_schema():
@@ -67,6 +68,8 @@ def records_from_table(table) -> list[dict[str, Any]]:
         rec: dict[str, Any] = {s: {} for s in _SECTIONS}
         for name, v in row.items():
             sec, _, key = name.partition(".")
+            if v is None and (key or sec) in _OPTIONAL:
+                continue
             if key:
                 rec[sec][key] = v
             else:

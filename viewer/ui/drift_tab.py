@@ -21,6 +21,7 @@ import pandas as pd
 from .. import plots, render
 from ..config import Settings
 from ..drift import CAUSES, MODES, TRAIN_TURNS, choose_spec, turn_report
+from ..drift.ray_engine import ray_available, scan_with_ray
 from ..drift_cli import SCAN_COLUMNS, ScanInputError, scan_source, scan_table
 from ..sources import SourceError
 from ..sources.upload import resolve_user_path
@@ -143,6 +144,9 @@ def build(settings: Settings, store, browse) -> None:
                              scale=3)
             limit = gr.Number(label="row limit", value=200, precision=0, minimum=1, elem_id="drift-scan-limit",
                               scale=1, min_width=90)
+            # Ray Data (viewer.drift.ray_engine): offered when the optional extra is installed
+            engine = gr.Radio(["local", "ray"], value="local", label="Engine", elem_id="drift-scan-engine", scale=1,
+                              visible=ray_available() is None, min_width=120)
         with gr.Row():
             scan_btn = gr.Button("Scan", variant="primary", elem_id="drift-scan")
             cancel_btn = gr.Button("Cancel", variant="stop", elem_id="drift-cancel")
@@ -270,7 +274,7 @@ def build(settings: Settings, store, browse) -> None:
         return [pd.DataFrame(rows, columns=SCAN_COLUMNS), plots.drift_cause_figure(res, c)]
 
     def run_scan(sid: str | None, what: str, folder_text: str, hub_text: str, n, key: str | None, cause: str | None,
-                 progress=gr.Progress()):
+                 engine: str = "local", progress=gr.Progress()):
         sid = sid or new_scan()
         cancel = _CANCEL.setdefault(sid, threading.Event())
         entry: dict[str, Any] = {"keys": {}, "kept": {}}
@@ -292,16 +296,20 @@ def build(settings: Settings, store, browse) -> None:
                     p = resolve_user_path(folder_text or ".", settings)
                 except ValueError as e:
                     return fail(str(e))
-                # rows of data files in the folder have no path of their own: kept to reopen
-                res = scan_source(p, settings, limit=lim, progress=prog, cancel=cancel,
-                                  on_rollout=keep_unpathed(entry))
+                if engine == "ray":  # blocks scanned by Ray actors; totals as the local engine's
+                    res = scan_with_ray(p, settings, limit=lim, progress=prog, cancel=cancel)
+                else:  # rows of data files in the folder have no path of their own: kept to reopen
+                    res = scan_source(p, settings, limit=lim, progress=prog, cancel=cancel,
+                                      on_rollout=keep_unpathed(entry))
             elif what == "Hub dataset":
                 spec = (hub_text or "").strip()
                 if not spec.startswith("hf://"):
                     return fail("Give a Hub dataset as hf://datasets/OWNER/NAME.")
-
-                res = scan_source(spec, settings, limit=lim, progress=prog, cancel=cancel,
-                                  on_rollout=keep_unpathed(entry))
+                if engine == "ray":
+                    res = scan_with_ray(spec, settings, limit=lim, progress=prog, cancel=cancel)
+                else:
+                    res = scan_source(spec, settings, limit=lim, progress=prog, cancel=cancel,
+                                      on_rollout=keep_unpathed(entry))
             else:
                 op = store.get(key)
                 if op is None:
@@ -353,7 +361,7 @@ def build(settings: Settings, store, browse) -> None:
         return browse.show_fn(op, turn, note=f"Opened from the drift scan: turn {turn}.") + [gr.Tabs(selected="tokens")]
 
     scan_btn.click(new_scan, None, scan_id, api_visibility="private", queue=False).then(
-        run_scan, [scan_id, scope, folder, hub, limit, browse.key, cause_f],
+        run_scan, [scan_id, scope, folder, hub, limit, browse.key, cause_f, engine],
         [scan_id, scan_summary, table, cause_plot, rollout_plot], api_name="drift_scan", concurrency_limit=2)
     cancel_btn.click(cancel_scan, [scan_id], scan_summary, api_name="drift_cancel", queue=False)
     cause_f.change(results, [scan_id, cause_f], [table, cause_plot], api_name="drift_filter")
