@@ -97,7 +97,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
-            return b.open_fn(spec, index, focus, mode, row, note)
+            yield from b.open_staged(spec, index, focus, mode, row, note)  # tokens first, the plots after
 
         def on_compare_link(key, request: gr.Request):
             """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""

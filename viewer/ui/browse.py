@@ -21,6 +21,7 @@ from ..sources.upload import UPLOAD_PREFIX, intake_upload, resolve_user_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
 from . import rescores
 from .opening import list_samples, open_spec
+from .staged import Later, resolve, staged
 from .store import Opened, RolloutStore
 
 ASSETS = Path(__file__).parent / "assets"
@@ -42,6 +43,7 @@ class Browse:
     turn_outputs: list[gr.components.Component]  # what select_fn returns values for
     select_fn: Any  # (key, index, mode="mask") -> values for turn_outputs
     under_tokens: gr.Column  # re-enter with `with browse.under_tokens:` to add a panel right under the token view
+    open_staged: Any = None  # open_fn as a two-step generator: tokens first, plots after (the page load uses it)
 
 
 def dataset_link(label: str, row: int, settings: Settings) -> str:
@@ -138,8 +140,9 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob, delta=delta,
                                             context_tail=settings.context_tail, focus=focus, mode=mode,
                                             page_tokens=settings.page_tokens, note=tv.note, link=link)
-        fig = plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
-                                   low=settings.low_logprob, offset=tv.tokens.prompt_len)
+        # the plot comes after the token view (viewer/ui/staged.py): tokens are hoverable without waiting for it
+        fig = Later(lambda: plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
+                                                 low=settings.low_logprob, offset=tv.tokens.prompt_len))
         return [index, index, payload, fig, render.conversation_html(tv.turn)]
 
     def open_values(op: Opened, index: int | None = None, focus=None, mode: str = "mask", note: str = "") -> list:
@@ -161,7 +164,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         status_html = render.notice_html(note) if note else ""
         return [op.key, render.rollout_header(r, op.choice.message), status_html, turn_table(r, low=settings.low_logprob),
                 gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
-                plots.turns_figure(r), plots.histogram_figure(r, low=settings.low_logprob),
+                Later(lambda: plots.turns_figure(r)), Later(lambda: plots.histogram_figure(r, low=settings.low_logprob)),
                 render.task_html(r), render.problems_html(r.problems)] + turn_values(op, idx, focus, mode)
 
     def failure(message: str) -> list:
@@ -254,15 +257,15 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         return turn_table(op.rollout, trained_only=trained, low_only=low, low=settings.low_logprob,
                           tool=None if tool in (None, "", "(any)") else tool)
 
-    sample.input(on_sample, [sample, tok_box], outputs, api_name="open_sample")
-    load_btn.click(on_path, [path, tok_box], outputs, api_name="open_path")
-    path.submit(on_path, [path, tok_box], outputs, api_visibility="private")
-    upload.upload(on_upload, [upload, tok_box], outputs, api_name="open_upload")
-    tok_btn.click(on_tokenizer, [key, tok_box, turn], outputs, api_name="set_tokenizer")
-    table.select(on_table_select, [key], turn_outputs, api_visibility="private")
-    turn_no.submit(on_select_turn, [key, turn_no], turn_outputs, api_name="select_turn")
-    prev_btn.click(lambda k, i: on_step(k, i, -1), [key, turn], turn_outputs, api_visibility="private")
-    next_btn.click(lambda k, i: on_step(k, i, +1), [key, turn], turn_outputs, api_visibility="private")
+    sample.input(staged(on_sample), [sample, tok_box], outputs, api_name="open_sample")
+    load_btn.click(staged(on_path), [path, tok_box], outputs, api_name="open_path")
+    path.submit(staged(on_path), [path, tok_box], outputs, api_visibility="private")
+    upload.upload(staged(on_upload), [upload, tok_box], outputs, api_name="open_upload")
+    tok_btn.click(staged(on_tokenizer), [key, tok_box, turn], outputs, api_name="set_tokenizer")
+    table.select(staged(on_table_select), [key], turn_outputs, api_visibility="private")
+    turn_no.submit(staged(on_select_turn), [key, turn_no], turn_outputs, api_name="select_turn")
+    prev_btn.click(staged(lambda k, i: on_step(k, i, -1)), [key, turn], turn_outputs, api_visibility="private")
+    next_btn.click(staged(lambda k, i: on_step(k, i, +1)), [key, turn], turn_outputs, api_visibility="private")
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private")
 
@@ -277,6 +280,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         return open_values(op, index, focus, mode, note)
 
     def show(op: Opened, index=None, note: str = "") -> list:
-        return open_values(op, index, note=note)
+        return resolve(open_values(op, index, note=note))
 
-    return Browse(key, turn, tabs, outputs, deep_link, show, turn_outputs, on_select_turn, under_tokens)
+    return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(deep_link(*a, **k)), show, turn_outputs,
+                  lambda *a, **k: resolve(on_select_turn(*a, **k)), under_tokens, open_staged=staged(deep_link))
