@@ -10,11 +10,17 @@ the same outputs as before.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any, Callable
 
 import gradio as gr
 
-__all__ = ["Later", "resolve", "staged"]
+__all__ = ["Later", "resolve", "staged", "DEFER_S"]
+
+# Drawing the first plotly figure blocks the browser's main thread for ~2 s on a small machine (the
+# library is compiled on first use). The plots are held back this long after the token view is sent,
+# so the page paints the tokens and answers a hover before that block starts.
+DEFER_S = 0.4
 
 
 class Later:
@@ -39,6 +45,9 @@ def staged(fn: Callable[..., list]) -> Callable[..., Any]:
         values = fn(*args, **kwargs)
         if any(isinstance(v, Later) for v in values):
             yield [gr.skip() if isinstance(v, Later) else v for v in values]
+            t0 = time.monotonic()
+            values = resolve(values)  # built meanwhile; only the rest of the wait is slept
+            time.sleep(max(0.0, DEFER_S - (time.monotonic() - t0)))
         yield resolve(values)
 
     return run
