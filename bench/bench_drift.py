@@ -6,7 +6,7 @@ and every 5th output perturbed with a non-canonical split (a token spelled as si
 bytes) so the aligned diff runs too. Prints the ratio and absolute numbers; then a
 1,000-rollout scan's wall time and peak Python memory (tracemalloc).
 
-    .venv/bin/python bench/bench_drift.py [--rollouts 200] [--big 1000]
+    .venv/bin/python bench/bench_drift.py [--rollouts 100] [--big 1000] [--repeat 3]
 """
 from __future__ import annotations
 
@@ -89,23 +89,29 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rollouts", type=int, default=100)
     ap.add_argument("--big", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3, help="alternating runs; the best of each is reported")
     args = ap.parse_args()
     tok = load_qwen3()
     token_table(tok)  # build the byte table outside the timings
     rollouts = build(tok, args.rollouts)
     ntok = sum(len(t.prompt_ids) + len(t.output_ids) for r in rollouts for t in r.turns)
-    base, render_s = baseline(tok, rollouts)
-    t0 = time.perf_counter()
-    res = drift.scan(rollouts, tok, plain=False)
-    scan_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    drift.scan(rollouts, tok, plain=True)
-    scan_plain_s = time.perf_counter() - t0
+    # Alternate baseline and scans, keep each one's best: a busy machine then slows both alike.
+    base = render_s = scan_s = scan_plain_s = float("inf")
+    for _ in range(args.repeat):
+        b, r = baseline(tok, rollouts)
+        base, render_s = min(base, b), min(render_s, r)
+        t0 = time.perf_counter()
+        res = drift.scan(rollouts, tok, plain=False)
+        scan_s = min(scan_s, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        drift.scan(rollouts, tok, plain=True)
+        scan_plain_s = min(scan_plain_s, time.perf_counter() - t0)
     tot = res["totals"]
     print(f"cpus={os.cpu_count()} rollouts={len(rollouts)} turns={tot['turns']} tokens={ntok:,}")
     print(f"baseline decode+encode: {base:.2f}s  ({ntok / base:,.0f} tok/s); template render alone {render_s:.2f}s")
     print(f"scan (vllm render only): {scan_s:.2f}s  ({ntok / scan_s:,.0f} tok/s)  "
-          f"ratio vs decode+encode {scan_s / base:.2f}x, vs decode+encode+render {scan_s / (base + render_s):.2f}x")
+          f"ratio vs decode+encode {scan_s / base:.2f}x (throughput {base / scan_s:.2f}x; target >= 0.7x), "
+          f"vs decode+encode+render {scan_s / (base + render_s):.2f}x")
     print(f"scan (+ plain TRL render): {scan_plain_s:.2f}s  ratio vs decode+encode+render "
           f"{scan_plain_s / (base + render_s):.2f}x")
     print(f"drifted turns {tot['drifted_turns']}, by cause {tot['by_cause']}, "
