@@ -176,22 +176,31 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
     buf = r.read(CHUNK_CHARS)
     pos = 0
     line0, col0 = 1, 0  # line and 0-based column of buf[0]
+    seen, seen_line = 0, 1  # newlines counted up to buf[seen]
     want = CHUNK_CHARS
 
     def refill() -> bool:
         """Drop what was consumed and append the next chunk; False once the file is exhausted."""
-        nonlocal buf, pos, line0, col0
+        nonlocal buf, pos, line0, col0, seen, seen_line
         if r.eof:
             return False
-        nl = buf.count("\n", 0, pos)
-        if nl:
-            line0 += nl
+        line = line_at(pos)
+        if line != line0:
+            line0 = line
             col0 = pos - buf.rfind("\n", 0, pos) - 1
         else:
             col0 += pos
         buf = buf[pos:] + r.read(want)
-        pos = 0
+        pos = seen = 0
+        seen_line = line0
         return True
+
+    def line_at(p: int) -> int:
+        """Line of buf[p], counting newlines only since the last call (records come in order)."""
+        nonlocal seen, seen_line
+        seen_line += buf.count("\n", seen, p)
+        seen = p
+        return seen_line
 
     def skip_ws() -> bool:
         nonlocal pos
@@ -231,7 +240,7 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
                 continue
             msg, pos = f"invalid or truncated JSON: {e.msg}", e.pos
             break
-        s._lines.append(line_col(pos)[0])
+        s._lines.append(line_at(pos))
         n += 1
         yield value
         value = None
