@@ -1,7 +1,7 @@
 """A ``turns.json`` file (per-turn ids + mask) applied to a trace's turns, or read on its own.
 
 Entries are matched to trace calls by an explicit ``call``/``turn`` field, else output-id
-equality, else order among agent calls (FORMATS.md §2). The entries are read as a stream
+equality, else order among agent calls (docs/FORMATS.md §2). The entries are read as a stream
 (:mod:`viewer.sources.jsonstream`), one at a time.
 """
 from __future__ import annotations
