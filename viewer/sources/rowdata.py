@@ -15,11 +15,12 @@ field named; the other rows stay readable. Nothing here knows about trace format
 """
 from __future__ import annotations
 
-import io
 import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
+
+from viewer.sources.countingfile import CountingFile
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
 
@@ -42,43 +43,6 @@ def data_kind(path: str) -> str | None:
         if low.endswith(ext):
             return kind
     return None
-
-
-class _Counting(io.RawIOBase):
-    """A read-only file wrapper counting the bytes actually read from the underlying file."""
-
-    def __init__(self, f, counter: Callable[[int], None]):
-        self._f = f
-        self._count = counter
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def read(self, n: int = -1) -> bytes:
-        b = self._f.read(n)
-        self._count(len(b))
-        return b
-
-    def readinto(self, buf) -> int:
-        b = self._f.read(len(buf))
-        buf[:len(b)] = b
-        self._count(len(b))
-        return len(b)
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        return self._f.seek(pos, whence)
-
-    def tell(self) -> int:
-        return self._f.tell()
-
-    def close(self) -> None:
-        try:
-            self._f.close()
-        finally:
-            super().close()
 
 
 @dataclass
@@ -130,7 +94,7 @@ class RowDataset:
         self._say(f"fetching {f.name}")
         # No read-ahead cache: every byte asked for is fetched once and counted (pyarrow
         # coalesces the column-chunk ranges it needs with pre_buffer).
-        return _Counting(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._add)
+        return CountingFile(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._add)
 
     def _parquet(self, f: DataFile):
         pf = self._pq.get(f.path)
