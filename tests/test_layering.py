@@ -96,3 +96,10 @@ def test_no_import_cycles():
 def test_cycle_finder_reports_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a -> b -> c -> a"]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_over_400_lines():
+    """Small modules (issue 12): a module a maintainer can hold in their head."""
+    big = {str(p.relative_to(REPO)): n for p in (REPO / "viewer").rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > 400}
+    assert big == {}
