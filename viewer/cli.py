@@ -1,4 +1,7 @@
-"""Command line: ``python -m viewer summary SOURCE [--json]`` (more subcommands later).
+"""Command line: ``python -m viewer SUBCOMMAND`` (also installed as ``rollout-inspector``).
+
+``summary`` lives here; ``drift``, ``compare``, ``rescore`` and ``capture`` are registered from
+their own modules, each with an ``add_parser``.
 
 Exit codes: 0 ok, 1 the source is unreadable, 2 usage error or source not found.
 Errors are one line on stderr; ``--json`` prints exactly one JSON document on stdout.
