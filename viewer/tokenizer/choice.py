@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..sources.layout import SUMMARY, TOKENIZER_DIR
-from .bundled import QWEN3_DIR, load_qwen3
+from .bundled import LOADING, QWEN3_DIR, load_qwen3
 
 __all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
            "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
@@ -79,16 +79,18 @@ class TokenizerChoice:
 @functools.lru_cache(maxsize=8)
 def load_local(path: str):
     """A tokenizer from a local folder (``tokenizer.json`` + optional config); never online."""
-    from transformers import AutoTokenizer
+    with LOADING:
+        from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
 
 
 @functools.lru_cache(maxsize=8)
 def _load_hub(name: str, local_only: bool):
-    from transformers import AutoTokenizer
+    with LOADING:
+        from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(name, local_files_only=local_only)
+        return AutoTokenizer.from_pretrained(name, local_files_only=local_only)
 
 
 def _cached_file(name: str) -> str | None:

@@ -108,7 +108,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             row = q.get("compare_row")
             return cmp.run(key, spec, int(row) if str(row or "").isdigit() else None) + [gr.Tabs(selected="compare")]
 
-        loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden")
+        loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)
         loaded.then(on_compare_link, [b.key], cmp.outputs + [b.tabs], api_visibility="private", show_progress="hidden")
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")
     demo.queue(default_concurrency_limit=4)

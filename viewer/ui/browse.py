@@ -43,7 +43,17 @@ class Browse:
     turn_outputs: list[gr.components.Component]  # what select_fn returns values for
     select_fn: Any  # (key, index, mode="mask") -> values for turn_outputs
     under_tokens: gr.Column  # re-enter with `with browse.under_tokens:` to add a panel right under the token view
+    fast: dict  # concurrency kwargs of read-only browsing events (other screens' too)
+    shows: dict  # the same, for events that output `outputs` / `turn_outputs` (pre-serialised values)
     open_staged: Any = None  # open_fn as a two-step generator: tokens first, plots after (the page load uses it)
+
+
+def wire(component, value):
+    """``value`` as ``component`` sends it (its postprocess, serialised). Values that show a
+    rollout are made so once, in the shared cache, and the events that output them run with
+    postprocess=False (``Browse.shows``); such an event's other outputs go through this too."""
+    out = component.postprocess(value)
+    return out.model_dump() if hasattr(out, "model_dump") else out
 
 
 def dataset_link(label: str, row: int, settings: Settings) -> str:
@@ -126,9 +136,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     turn_outputs = [turn, turn_no, view, lp_plot, convo]
     outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems] + turn_outputs
 
-    def turn_values(op: Opened, index: int | None, focus=None, mode: str = "mask") -> list:
-        if index is None:
-            return [None, None, "", None, render.notice_html("This rollout has no turns.")]
+    def turn_parts(op: Opened, index: int, focus, mode: str) -> tuple:
         tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
         if op.link:
             link = f"{op.link}&{urlencode({'turn': index})}"
@@ -140,10 +148,30 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob, delta=delta,
                                             context_tail=settings.context_tail, focus=focus, mode=mode,
                                             page_tokens=settings.page_tokens, note=tv.note, link=link)
+        return payload, render.conversation_html(tv.turn)
+
+    def logprob_plot(op: Opened, index: int):
+        tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
+        return wire(lp_plot, plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
+                                                  low=settings.low_logprob, offset=tv.tokens.prompt_len))
+
+    def turn_values(op: Opened, index: int | None, focus=None, mode: str = "mask") -> list:
+        if index is None:
+            return [None, None, "", None, render.notice_html("This rollout has no turns.")]
+        # Shared by every session on this rollout: a room selecting the same turn builds it once.
+        # The rescore stamp: a new rescore of this rollout changes the payload (its Δ mode).
+        payload, convo = store.derived(op.key, ("turn", index, focus, mode, rescores.stamp(op.key)),
+                                       lambda: turn_parts(op, index, focus, mode))
         # the plot comes after the token view (viewer/ui/staged.py): tokens are hoverable without waiting for it
-        fig = Later(lambda: plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
-                                                 low=settings.low_logprob, offset=tv.tokens.prompt_len))
-        return [index, index, payload, fig, render.conversation_html(tv.turn)]
+        fig = Later(lambda: store.derived(op.key, ("logprob-plot", index), lambda: logprob_plot(op, index)))
+        return [index, index, payload, fig, convo]
+
+    def rollout_parts(op: Opened) -> tuple:
+        r = op.rollout
+        return (render.rollout_header(r, op.choice.message), wire(table, turn_table(r, low=settings.low_logprob)),
+                sorted({n for t in r.turns for n in t.tool_names}), render.task_html(r),
+                render.problems_html(r.problems))
+
 
     def open_values(op: Opened, index: int | None = None, focus=None, mode: str = "mask", note: str = "") -> list:
         r = op.rollout
@@ -160,12 +188,15 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                              "nothing selected.")
                 focus = None
         note = " ".join(notes)
-        tools = sorted({n for t in r.turns for n in t.tool_names})
+        header, table_df, tools, task_html, problems_html = store.derived(
+            op.key, ("rollout",), lambda: rollout_parts(op))
         status_html = render.notice_html(note) if note else ""
-        return [op.key, render.rollout_header(r, op.choice.message), status_html, turn_table(r, low=settings.low_logprob),
-                gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
-                Later(lambda: plots.turns_figure(r)), Later(lambda: plots.histogram_figure(r, low=settings.low_logprob)),
-                render.task_html(r), render.problems_html(r.problems)] + turn_values(op, idx, focus, mode)
+        r_plots = (Later(lambda: store.derived(op.key, ("turns-plot",),
+                                               lambda: wire(turns_plot, plots.turns_figure(r)))),
+                   Later(lambda: store.derived(op.key, ("histogram",), lambda: wire(
+                       hist_plot, plots.histogram_figure(r, low=settings.low_logprob)))))
+        return [op.key, header, status_html, table_df, gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
+                *r_plots, task_html, problems_html] + turn_values(op, idx, focus, mode)
 
     def failure(message: str) -> list:
         # Keep whatever was open: only the status line changes.
@@ -257,17 +288,27 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         return turn_table(op.rollout, trained_only=trained, low_only=low, low=settings.low_logprob,
                           tool=None if tool in (None, "", "(any)") else tool)
 
-    sample.input(staged(on_sample), [sample, tok_box], outputs, api_name="open_sample")
-    load_btn.click(staged(on_path), [path, tok_box], outputs, api_name="open_path")
-    path.submit(staged(on_path), [path, tok_box], outputs, api_visibility="private")
-    upload.upload(staged(on_upload), [upload, tok_box], outputs, api_name="open_upload")
-    tok_btn.click(staged(on_tokenizer), [key, tok_box, turn], outputs, api_name="set_tokenizer")
-    table.select(staged(on_table_select), [key], turn_outputs, api_visibility="private")
-    turn_no.submit(staged(on_select_turn), [key, turn_no], turn_outputs, api_name="select_turn")
-    prev_btn.click(staged(lambda k, i: on_step(k, i, -1)), [key, turn], turn_outputs, api_visibility="private")
-    next_btn.click(staged(lambda k, i: on_step(k, i, +1)), [key, turn], turn_outputs, api_visibility="private")
+    # Browsing only reads shared, cached values: many at once, in one concurrency group of
+    # its own, so a long scan or capture (own groups, see drift_tab / capture_tab) never
+    # holds it up and a room of visitors is not served one event at a time.
+    fast = dict(concurrency_id="browse", concurrency_limit=settings.browse_concurrency)
+    # Events that output what open_values / turn_values return: those values are already
+    # serialised (see wire()), shared by every session, so Gradio must not postprocess them
+    # again per event (a thread hop per output component, GIL hand-offs under load).
+    shows = dict(fast, postprocess=False)
+    sample.input(staged(on_sample), [sample, tok_box], outputs, api_name="open_sample", **shows)
+    load_btn.click(staged(on_path), [path, tok_box], outputs, api_name="open_path", **shows)
+    path.submit(staged(on_path), [path, tok_box], outputs, api_visibility="private", **shows)
+    upload.upload(staged(on_upload), [upload, tok_box], outputs, api_name="open_upload", **shows)
+    tok_btn.click(staged(on_tokenizer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
+    table.select(staged(on_table_select), [key], turn_outputs, api_visibility="private", **shows)
+    turn_no.submit(staged(on_select_turn), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
+    prev_btn.click(staged(lambda k, i: on_step(k, i, -1)), [key, turn], turn_outputs, api_visibility="private",
+                   **shows)
+    next_btn.click(staged(lambda k, i: on_step(k, i, +1)), [key, turn], turn_outputs, api_visibility="private",
+                   **shows)
     for f in (trained_only, low_only, tool_f):
-        f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private")
+        f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 
     def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = ""):
         """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`)."""
@@ -283,4 +324,5 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         return resolve(open_values(op, index, note=note))
 
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(deep_link(*a, **k)), show, turn_outputs,
-                  lambda *a, **k: resolve(on_select_turn(*a, **k)), under_tokens, open_staged=staged(deep_link))
+                  lambda *a, **k: resolve(on_select_turn(*a, **k)), under_tokens, fast, shows,
+                  open_staged=staged(deep_link))

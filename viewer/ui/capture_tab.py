@@ -181,7 +181,7 @@ def build(settings: Settings, store, browse) -> None:
     start.click(on_start, inputs, [job_state, progress, timer], concurrency_limit=1, concurrency_id="capture-start",
                 api_visibility="private")
     timer.tick(on_tick, [job_state], [progress, timer] + list(browse.outputs), api_visibility="private",
-               show_progress="hidden")
+               show_progress="hidden", postprocess=False)  # browse.show_fn's values come serialised
     cancel.click(on_cancel, [job_state], [progress], api_visibility="private")
     root = Context.root_block
     if root is not None:

@@ -207,5 +207,5 @@ def build(settings: Settings, store, browse) -> None:
         f.input(on_filter, [key] + filter_inputs, page_outputs, api_visibility="private")
     for f in (f_agent, f_model, f_task, f_rmin, f_rmax):
         f.submit(on_filter, [key] + filter_inputs, page_outputs, api_visibility="private")
-    row_btn.click(open_row, [key, row_no], view_outputs, api_name="ds_open_row")
-    table.select(on_table_select, [key], view_outputs, api_visibility="private")
+    row_btn.click(open_row, [key, row_no], view_outputs, api_name="ds_open_row", **browse.shows)
+    table.select(on_table_select, [key], view_outputs, api_visibility="private", **browse.shows)

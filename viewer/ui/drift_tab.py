@@ -53,7 +53,6 @@ class _LRU(OrderedDict):
             return self.get(key)
 
 
-_REPORTS = _LRU(16)      # (store key, turn) -> TurnReport
 _SCANS = _LRU(_SCAN_CACHE)
 _CANCEL: dict[str, threading.Event] = {}
 
@@ -99,11 +98,11 @@ def _report(store, key: str | None, index, trainer: str | None = None,
     except (TypeError, ValueError):
         return None
     spec = _spec(op.rollout, trainer, train_turns)
-    rep = _REPORTS.peek((key, index, spec))
-    if rep is None:
-        rep = turn_report(op.rollout, index, op.choice.tokenizer, tokenizer_name=op.choice.name,
-                          spec=spec)  # KeyError when the turn is absent
-        _REPORTS.put((key, index, spec), rep)
+    # Shared cache (bytes-bounded, with the rollout's other derived values): one report per
+    # (rollout, turn, trainer) for every visitor. KeyError when the turn is absent.
+    rep = store.derived(op.key, ("drift", index, spec),
+                        lambda: turn_report(op.rollout, index, op.choice.tokenizer, tokenizer_name=op.choice.name,
+                                            spec=spec))
     return op, rep
 
 
@@ -165,6 +164,10 @@ def build(settings: Settings, store, browse) -> None:
         return render.trainer_rows(rep.trainer.rows)
 
     def row_payload(op, rep, label: str | None) -> str:
+        return store.derived(op.key, ("drift-row", rep.turn.index, rep.trainer.spec, label),
+                             lambda: make_row_payload(op, rep, label))
+
+    def make_row_payload(op, rep, label: str | None) -> str:
         rows = rows_of(rep)
         if not rows:
             return ""
@@ -189,7 +192,8 @@ def build(settings: Settings, store, browse) -> None:
             return [gr.skip(), render.drift_empty_html("Open a rollout and pick a turn: its drift shows here."),
                     gr.Dropdown(choices=[], value=None), ""]
         op, rep = got
-        html = render.drift_turn_html(rep, op.table, "" if op.choice.ok else op.choice.message)
+        html = store.derived(op.key, ("drift-html", rep.turn.index, rep.trainer.spec),
+                             lambda: render.drift_turn_html(rep, op.table, "" if op.choice.ok else op.choice.message))
         rows = rows_of(rep)
         labels = [lab for lab, _ in rows]
         default = next((lab for lab, r in rows if any(s.turn == rep.turn.index for s in r.spans)),
@@ -246,15 +250,17 @@ def build(settings: Settings, store, browse) -> None:
         return show(key, index, trainer, train_turns) if on else [gr.skip()] * len(view_outputs)
 
     pick = [trainer_pick, turns_pick]
-    refresh.click(show, [browse.key, browse.turn, *pick], view_outputs, api_name="drift_turn")
+    fast = browse.fast  # one turn's checks, cached for every visitor: browsing, not long work
+    refresh.click(show, [browse.key, browse.turn, *pick], view_outputs, api_name="drift_turn", **fast)
     browse.tabs.select(on_tab, [browse.key, browse.turn, *pick], [visible] + view_outputs, api_visibility="private",
-                       show_progress="hidden")
+                       show_progress="hidden", **fast)
     for comp in (browse.turn, browse.key, trainer_pick, turns_pick):
         comp.change(follow, [visible, browse.key, browse.turn, *pick], view_outputs, api_visibility="private",
-                    show_progress="hidden")
-    row_pick.input(on_row, [browse.key, browse.turn, row_pick, *pick], row_view, api_name="drift_row")
-    repro_btn.click(export, [browse.key, browse.turn], repro_files, api_name="drift_repro")
-    turn_box.submit(jump_turn, [browse.key, turn_box], browse.turn_outputs, api_name="drift_select_turn")
+                    show_progress="hidden", **fast)
+    row_pick.input(on_row, [browse.key, browse.turn, row_pick, *pick], row_view, api_name="drift_row", **fast)
+    repro_btn.click(export, [browse.key, browse.turn], repro_files, api_name="drift_repro", **fast)
+    turn_box.submit(jump_turn, [browse.key, turn_box], browse.turn_outputs, api_name="drift_select_turn",
+                    **browse.shows)
 
     # ---- dataset scan ------------------------------------------------------------------
     def new_scan() -> str:
@@ -362,7 +368,10 @@ def build(settings: Settings, store, browse) -> None:
 
     scan_btn.click(new_scan, None, scan_id, api_visibility="private", queue=False).then(
         run_scan, [scan_id, scope, folder, hub, limit, browse.key, cause_f, engine],
-        [scan_id, scan_summary, table, cause_plot, rollout_plot], api_name="drift_scan", concurrency_limit=2)
+        [scan_id, scan_summary, table, cause_plot, rollout_plot], api_name="drift_scan",
+        # Long work: its own queue, one scan at a time on this machine's cores, so scans never
+        # hold up browsing; a visitor who waits sees their place in it (show_progress="full").
+        concurrency_id="long-work", concurrency_limit=1, show_progress="full")
     cancel_btn.click(cancel_scan, [scan_id], scan_summary, api_name="drift_cancel", queue=False)
     cause_f.change(results, [scan_id, cause_f], [table, cause_plot], api_name="drift_filter")
-    table.select(on_pick, [scan_id], browse.outputs + [browse.tabs], api_visibility="private")
+    table.select(on_pick, [scan_id], browse.outputs + [browse.tabs], api_visibility="private", **browse.shows)

@@ -39,12 +39,16 @@ def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | Non
         from ..sources import open_dataset
 
         target = spec if spec.startswith("hf://") else str(resolve_user_path(spec, settings))
-        src = open_dataset(target, settings)
         n = int(row or 0)
-        ro = src.rollout(n) if not src.is_capture else src.rollout()
-        capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
-        return store.put(ro, capture_dir=capture_dir, tokenizer_override=override or ro.meta.get("tokenizer") or "",
-                         link=urlencode({"source": spec, "row": n}),
-                         reload=lambda: (lambda s: s.rollout() if s.is_capture else s.rollout(n))(
-                             open_dataset(target, settings)))
+
+        def read():
+            src = open_dataset(target, settings)
+            ro = src.rollout(n) if not src.is_capture else src.rollout()
+            return ro, (src.capture if src.capture is not None and src.capture.is_dir() else None)
+
+        # Everyone on the same dataset link shares one parsed row (a local file named with its stamp).
+        st = None if target.startswith("hf://") else Path(target).stat()
+        stamp = f"{st.st_mtime_ns}:{st.st_size}" if st else ""
+        return store.open_shared(f"{target}|{n}|{stamp}", read, link=urlencode({"source": spec, "row": n}),
+                                 tokenizer_override=override)
     return store.open(resolve_user_path(spec, settings), override)

@@ -18,6 +18,7 @@ from .. import plots, render
 from ..config import Settings
 from ..drift import MODES, choose_spec
 from . import rescores
+from .browse import wire
 
 __all__ = ["build", "ROLLOUT_MODEL", "MODELS"]
 
@@ -123,7 +124,8 @@ def build(settings: Settings, store, browse) -> None:
         rescores.put(op.key, res)
         turn_vals = browse.select_fn(key, index, "delta") if index is not None else [gr.skip()] * len(
             browse.turn_outputs)
-        return panel(key, index) + list(turn_vals)
+        # postprocess=False (the turn values come serialised from the shared cache): ours too
+        return [wire(c, v) for c, v in zip(outs, panel(key, index))] + list(turn_vals)
 
     def on_cancel(rid):
         ev = _CANCEL.get(rid) if rid else None
@@ -135,7 +137,7 @@ def build(settings: Settings, store, browse) -> None:
     outs = [summary, table, delta_plot, ratio_plot]
     run.click(new_run, None, run_id, api_visibility="private", queue=False).then(
         on_run, [run_id, browse.key, browse.turn, model, trainer], outs + list(browse.turn_outputs),
-        api_name="rescore", concurrency_limit=1, concurrency_id="rescore")
+        api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False)
     cancel.click(on_cancel, [run_id], summary, api_name="rescore_cancel", queue=False)
     for comp in (browse.key, browse.turn):
         comp.change(panel, [browse.key, browse.turn], outs, api_visibility="private", show_progress="hidden")

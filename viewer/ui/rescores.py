@@ -6,11 +6,13 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["get", "put"]
+__all__ = ["get", "put", "stamp"]
 
 _SIZE = 16  # rescores kept (each holds a few floats per trained token)
 _RESULTS: OrderedDict[str, Any] = OrderedDict()
 _LOCK = threading.Lock()
+_STAMPS: dict[str, int] = {}  # key -> number of the rescore last put (0: none): cached views key on it
+_COUNT = 0
 
 
 def get(key: str | None) -> Any:
@@ -21,9 +23,18 @@ def get(key: str | None) -> Any:
         return _RESULTS.get(key)
 
 
-def put(key: str, result: Any) -> None:
+def stamp(key: str | None) -> int:
+    """Which rescore of ``key`` views are built with: changes whenever one is put, 0 when none."""
     with _LOCK:
+        return _STAMPS.get(key, 0) if key in _RESULTS else 0
+
+
+def put(key: str, result: Any) -> None:
+    global _COUNT
+    with _LOCK:
+        _COUNT += 1
+        _STAMPS[key] = _COUNT
         _RESULTS[key] = result
         _RESULTS.move_to_end(key)
         while len(_RESULTS) > _SIZE:
-            _RESULTS.popitem(last=False)
+            _STAMPS.pop(_RESULTS.popitem(last=False)[0], None)

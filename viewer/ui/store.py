@@ -3,10 +3,13 @@
 Gradio hashes State values around every event, so the (possibly huge) Rollout lives
 here and the browser session only holds its key. No gradio import: plain Python.
 
-The cache is small and shared by every visitor, so one session's rollout can be evicted
-by another's. Each key also keeps a tiny *recipe* (how it was opened); :meth:`get` of an
-evicted key re-opens it from the recipe under the same key, so a session never silently
-loses its rollout.
+The cache (a :class:`viewer.memo.Memo`, bounded in bytes by ``Settings.cache_mb``) is
+shared by every visitor, and also holds what is derived from a rollout (token-view
+payloads, plots, drift reports: :meth:`RolloutStore.derived`), so a room of people on the
+same link parses and renders each thing once. One session's rollout can therefore be
+evicted by another's. Each key also keeps a tiny *recipe* (how it was opened); :meth:`get`
+of an evicted key re-opens it from the recipe under the same key, so a session never
+silently loses its rollout.
 """
 from __future__ import annotations
 
@@ -14,10 +17,12 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..config import Settings
+from ..memo import Memo, approx_nbytes
 from ..rollout import Rollout
 from ..sources import load_source
 from ..tokenizer import TokenizerChoice, token_table, tokenizer_for
@@ -35,10 +40,16 @@ class Opened:
     link: str = ""  # query string reopening this rollout when it is not a plain path (a dataset row)
 
 
+def _weight(op: Opened) -> int:
+    # The tokenizer and its token table are shared by every rollout that uses them (and
+    # cached by viewer.tokenizer): only the rollout is this entry's own memory.
+    return approx_nbytes(op.rollout)
+
+
 class RolloutStore:
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._items: OrderedDict[str, Opened] = OrderedDict()
+        self.memo = Memo(int(settings.cache_mb * 2**20))
         self._recipes: OrderedDict[str, Callable[[], Opened]] = OrderedDict()
         self._lock = threading.Lock()
         self.reloads = 0  # evicted rollouts opened again on demand (tests and logs read it)
@@ -53,12 +64,16 @@ class RolloutStore:
                 self._recipes.popitem(last=False)
 
     def _remember(self, item: Opened) -> Opened:
-        with self._lock:
-            self._items[item.key] = item
-            self._items.move_to_end(item.key)
-            while len(self._items) > max(1, self.settings.cache_rollouts):
-                self._items.popitem(last=False)
-        return item
+        return self.memo.put(("rollout", item.key), item, _weight(item))
+
+    def _cached(self, key: str) -> Opened | None:
+        return self.memo.get(("rollout", key))
+
+    def derived(self, key: str, what: tuple, make: Callable[[], Any]) -> Any:
+        """A value derived from the rollout under ``key`` (``what`` names it, e.g.
+        ``("turn", 2, "mask")``), made once for every session and kept in the shared cache.
+        Keys change when the source file does, so a value never outlives what it shows."""
+        return self.memo.get_or_make(("derived", key, *what), make)
 
     def open(self, path: Path, tokenizer_override: str = "") -> Opened:
         """Read a source (folder or file) and pick its tokenizer. Raises SourceError if unreadable."""
@@ -72,14 +87,33 @@ class RolloutStore:
         except OSError:
             pass
         key = hashlib.sha1(f"{path.resolve()}|{stamp}|{tokenizer_override}".encode()).hexdigest()[:16]
-        with self._lock:
-            hit = self._items.get(key)
-        if hit is not None:
-            return hit
-        rollout = load_source(path, self.settings)
-        capture_dir = path if path.is_dir() else path.parent
-        self._recipe(key, lambda: self.open(path, tokenizer_override))
-        return self._remember(self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override))
+
+        def read() -> Opened:
+            rollout = load_source(path, self.settings)
+            capture_dir = path if path.is_dir() else path.parent
+            return self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override)
+
+        self._recipe(key, read)
+        # A room opening the same link at once parses it once; the others wait for that read.
+        return self.memo.get_or_make(("rollout", key), read, _weight)
+
+    def open_shared(self, ident: str, read: Callable[[], tuple[Rollout, Path | None]], link: str = "",
+                    tokenizer_override: str = "") -> Opened:
+        """A rollout that is not a plain path but is the same for everyone who names it the
+        same way (a dataset row: ``ident`` = source, row, file stamp). ``read`` returns the
+        rollout and its capture folder (or None); without an override its ``meta["tokenizer"]``
+        picks the tokenizer."""
+        key = hashlib.sha1(f"shared|{ident}|{tokenizer_override}".encode()).hexdigest()[:16]
+
+        def make() -> Opened:
+            rollout, capture_dir = read()
+            path = Path(capture_dir) if capture_dir else Path(rollout.source)
+            op = self._with_tokenizer(key, rollout, path, capture_dir,
+                                      tokenizer_override or rollout.meta.get("tokenizer") or "")
+            return replace(op, link=link)
+
+        self._recipe(key, make)
+        return self.memo.get_or_make(("rollout", key), make, _weight)
 
     def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
                         override: str) -> Opened:
@@ -106,14 +140,19 @@ class RolloutStore:
         None when the key is unknown or its source can no longer be read."""
         if not key:
             return None
-        with self._lock:
-            hit = self._items.get(key)
-            make = self._recipes.get(key) if hit is None else None
-        if hit is not None or make is None:
+        hit = self._cached(key)
+        if hit is not None:
             return hit
-        try:
-            op = make()
+        with self._lock:
+            make = self._recipes.get(key)
+        if make is None:
+            return None
+
+        def again() -> Opened:
+            self.reloads += 1
+            return replace(make(), key=key)
+
+        try:  # sessions that lost the same rollout wait for one re-open
+            return self.memo.get_or_make(("rollout", key), again, _weight)
         except Exception:  # the file is gone or unreadable now: the caller says so
             return None
-        self.reloads += 1
-        return self._remember(replace(op, key=key))

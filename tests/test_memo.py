@@ -1,0 +1,116 @@
+"""The shared byte-bounded cache: sizes against tracemalloc, LRU by bytes, one computation per key."""
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from viewer.config import SAMPLE_DIR, Settings
+from viewer.memo import Memo, approx_nbytes
+from viewer.sources import load_source
+
+
+@pytest.mark.parametrize("sample", ["qwen3-tiny", "smollm2"])
+def test_approx_nbytes_of_a_rollout_is_close_to_what_python_allocated(sample):
+    load_source(SAMPLE_DIR / sample)  # warm imports and module caches out of the measurement
+    gc.collect()
+    tracemalloc.start()
+    ro = load_source(SAMPLE_DIR / sample)
+    held, _ = tracemalloc.get_traced_memory()  # what the rollout keeps alive (parse garbage is freed)
+    tracemalloc.stop()
+    assert 0.75 * held <= approx_nbytes(ro) <= 1.25 * held
+
+
+def test_approx_nbytes_of_long_lists_and_arrays():
+    gc.collect()
+    tracemalloc.start()
+    data = {"ids": list(range(10**6, 2 * 10**6)), "lp": [float(i) / 7 for i in range(10**6)],
+            "text": ["x" * (i % 50) for i in range(10**5)]}
+    held, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert 0.8 * held <= approx_nbytes(data) <= 1.2 * held  # sampled, not walked, yet close
+    arr = np.zeros(10**6, dtype=np.float32)
+    assert 4 * 10**6 <= approx_nbytes(arr) <= 4 * 10**6 + 1024  # numpy's own count
+    shared = list(range(1000))
+    assert approx_nbytes([shared, shared]) < 1.1 * approx_nbytes([shared])  # counted once
+
+
+def test_memo_evicts_least_recently_used_by_bytes():
+    m = Memo(100)
+    m.put("a", "A", nbytes=40)
+    m.put("b", "B", nbytes=40)
+    assert m.get("a") == "A"  # touch a: b is now the oldest
+    m.put("c", "C", nbytes=40)
+    assert "b" not in m and m.get("a") == "A" and m.get("c") == "C" and m.bytes == 80
+    m.put("huge", "H", nbytes=101)  # larger than the whole budget: returned, never kept
+    assert "huge" not in m and m.bytes == 80 and len(m) == 2
+    m.put("a", "A2", nbytes=70)  # replacing a key re-weighs it
+    assert m.get("a") == "A2" and "c" not in m and m.bytes == 70
+
+
+def test_memo_makes_each_key_once_for_concurrent_callers():
+    m = Memo(10**6)
+    calls = []
+    start = threading.Barrier(12)
+
+    def make():
+        calls.append(1)
+        time.sleep(0.2)  # long enough that every other thread arrives while it runs
+        return object()
+
+    got = []
+
+    def ask():
+        start.wait()
+        got.append(m.get_or_make("k", make))
+
+    threads = [threading.Thread(target=ask) for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(got) == 12 and all(g is got[0] for g in got)
+
+
+def test_memo_shares_a_failure_then_tries_again():
+    m = Memo(10**6)
+    start = threading.Barrier(4)
+    errors = []
+
+    def bad():
+        time.sleep(0.2)
+        raise ValueError("unreadable")
+
+    def ask():
+        start.wait()
+        try:
+            m.get_or_make("k", bad)
+        except ValueError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(errors) == 4 and "k" not in m
+    assert m.get_or_make("k", lambda: 5) == 5  # a failure is not cached
+
+
+def test_store_keeps_rollouts_within_the_byte_budget():
+    from viewer.ui.store import RolloutStore
+
+    store = RolloutStore(Settings(cache_mb=2.0))  # one sample fits, two do not
+    a = store.open(SAMPLE_DIR / "qwen3-tiny")
+    b = store.open(SAMPLE_DIR / "smollm2")
+    assert store.memo.bytes <= 2 * 2**20
+    assert store.get(b.key) is b  # the newest stays
+    again = store.get(a.key)  # evicted, re-opened from its recipe under the same key
+    assert again is not a and again.key == a.key and store.reloads == 1
+    raw = json.loads((SAMPLE_DIR / "qwen3-tiny" / "turns.json").read_text())
+    assert again.rollout.turn(1).output_ids == raw[0]["output_ids"]  # turn 1 = the first agent call

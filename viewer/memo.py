@@ -1,0 +1,172 @@
+"""A byte-bounded LRU shared by every visitor: parsed rollouts and what is derived from them.
+
+A room of people opening the same deep link asks for the same rollout, turn, token-view
+payload, plots and drift report at once. :class:`Memo` computes each of these once (a
+second caller asking for a key that is being computed waits for that result instead of
+computing it again) and keeps them, least recently used first out, within a budget in
+bytes (``Settings.cache_mb``). Sessions keep only their small keys.
+
+Sizes come from one function, :func:`approx_nbytes`: an estimate, not an exact count, good
+enough to keep the cache near its budget. Anything with an ``nbytes`` attribute (numpy
+arrays, pyarrow arrays and tables) is counted exactly by it; columnar rollouts should
+expose ``nbytes`` (or be special-cased here) rather than grow another size function.
+No gradio import: the UI and the CLI can share it.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+__all__ = ["Memo", "approx_nbytes"]
+
+T = TypeVar("T")
+_SAMPLE = 32  # elements measured in a long container; the rest are assumed alike
+_ATOMS = (int, float, bool, complex, type(None), str, bytes, bytearray)
+_SHARED = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+
+
+def approx_nbytes(obj: Any) -> int:
+    """Approximate memory held by ``obj`` and everything it references (each object once).
+
+    Containers longer than a few dozen elements are measured on an even sample of their
+    elements and scaled up: rollouts hold lists of millions of ids and logprobs, and
+    walking every element would cost more than the cache saves. Objects with an ``nbytes``
+    attribute are taken at their word. Modules, classes and functions count as nothing
+    (they are shared, not held).
+    """
+    seen: set[int] = set()
+
+    def size(o: Any) -> int:
+        if id(o) in seen:
+            return 0
+        seen.add(id(o))
+        if isinstance(o, _ATOMS):
+            return sys.getsizeof(o)
+        if isinstance(o, _SHARED):
+            return 0
+        nb = getattr(o, "nbytes", None)
+        if isinstance(nb, int):  # numpy's getsizeof already includes a buffer it owns; pyarrow's does not
+            return max(nb, sys.getsizeof(o))
+        n = sys.getsizeof(o, 64)
+        if isinstance(o, dict):
+            keys = _pick(list(o))
+            return n + many(keys + [o[k] for k in keys], len(o) * 2)
+        if isinstance(o, (list, tuple, set, frozenset)):
+            seq = o if isinstance(o, (list, tuple)) else list(o)
+            return n + many(_pick(seq), len(seq))
+        if hasattr(o, "__dict__"):
+            n += size(vars(o))
+        for name in getattr(type(o), "__slots__", ()):
+            if hasattr(o, name):
+                n += size(getattr(o, name))
+        return n
+
+    def many(items: list, total: int) -> int:
+        if not items:
+            return 0
+        got = sum(size(x) for x in items)
+        return got if len(items) >= total else got * total // len(items)
+
+    return size(obj)
+
+
+def _pick(seq) -> list:
+    """All of a short sequence, or an even sample of a long one."""
+    n = len(seq)
+    if n <= _SAMPLE:
+        return list(seq)
+    step = n / _SAMPLE
+    return [seq[int(i * step)] for i in range(_SAMPLE)]
+
+
+class Memo:
+    """Least-recently-used values within ``max_bytes``; one computation per key at a time.
+
+    A value larger than the whole budget is returned but not kept. Thread-safe: Gradio
+    runs handlers in a thread pool.
+    """
+
+    def __init__(self, max_bytes: int, weigh: Callable[[Any], int] = approx_nbytes):
+        self.max_bytes = max(0, int(max_bytes))
+        self.weigh = weigh
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._running: dict[Hashable, Future] = {}
+        self._lock = threading.Lock()
+        self.bytes = 0
+        self.hits = self.misses = self.evictions = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is None:
+                return default
+            self._items.move_to_end(key)
+            return hit[0]
+
+    def put(self, key: Hashable, value: T, nbytes: int | None = None) -> T:
+        """Keep ``value`` under ``key`` (weighed now unless ``nbytes`` is given); returns it."""
+        n = self.weigh(value) if nbytes is None else int(nbytes)
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.bytes -= old[1]
+            if n <= self.max_bytes:
+                self._items[key] = (value, n)
+                self.bytes += n
+            while self.bytes > self.max_bytes and self._items:
+                _, (_, m) = self._items.popitem(last=False)
+                self.bytes -= m
+                self.evictions += 1
+        return value
+
+    def pop(self, key: Hashable) -> None:
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.bytes -= old[1]
+
+    def get_or_make(self, key: Hashable, make: Callable[[], T], nbytes: Callable[[T], int] | None = None) -> T:
+        """The value under ``key``, made by ``make()`` if absent. Callers asking while it is
+        being made wait for that one result (or its exception) instead of making it again."""
+        with self._lock:
+            hit = self._items.get(key)
+            if hit is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return hit[0]
+            running = self._running.get(key)
+            if running is None:
+                self.misses += 1
+                self._running[key] = mine = Future()
+        if running is not None:
+            self.hits += 1
+            return running.result()
+        try:
+            value = make()
+            self.put(key, value, None if nbytes is None else nbytes(value))
+        except BaseException as e:
+            mine.set_exception(e)
+            raise
+        else:
+            mine.set_result(value)
+            return value
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"items": len(self._items), "bytes": self.bytes, "max_bytes": self.max_bytes,
+                    "hits": self.hits, "misses": self.misses, "evictions": self.evictions}
