@@ -23,7 +23,9 @@ def test_approx_nbytes_of_a_rollout_is_close_to_what_python_allocated(sample):
     ro = load_source(SAMPLE_DIR / sample)
     held, _ = tracemalloc.get_traced_memory()  # what the rollout keeps alive (parse garbage is freed)
     tracemalloc.stop()
-    assert 0.75 * held <= approx_nbytes(ro) <= 1.25 * held
+    # Rollout.nbytes (what approx_nbytes takes for it) is a cheap estimate; erring high keeps
+    # the cache under its budget, so allow more above than below.
+    assert 0.75 * held <= approx_nbytes(ro) <= 1.5 * held
 
 
 def test_approx_nbytes_of_long_lists_and_arrays():
@@ -105,10 +107,12 @@ def test_memo_shares_a_failure_then_tries_again():
 def test_store_keeps_rollouts_within_the_byte_budget():
     from viewer.ui.store import RolloutStore
 
-    store = RolloutStore(Settings(cache_mb=2.0))  # one sample fits, two do not
+    sizes = [approx_nbytes(load_source(SAMPLE_DIR / s)) for s in ("qwen3-tiny", "smollm2")]
+    budget = max(sizes) + min(sizes) // 2  # one sample fits, two do not
+    store = RolloutStore(Settings(cache_mb=budget / 2**20))
     a = store.open(SAMPLE_DIR / "qwen3-tiny")
     b = store.open(SAMPLE_DIR / "smollm2")
-    assert store.memo.bytes <= 2 * 2**20
+    assert store.memo.bytes <= budget
     assert store.get(b.key) is b  # the newest stays
     again = store.get(a.key)  # evicted, re-opened from its recipe under the same key
     assert again is not a and again.key == a.key and store.reloads == 1

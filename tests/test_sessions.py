@@ -19,7 +19,7 @@ def small_cache_app(tmp_path_factory):
     from conftest import free_port
     from viewer.ui import create_app, launch_kwargs
 
-    settings = Settings(cache_mb=2.0)  # holds one of the two rollouts (qwen3-tiny ~1.5 MB, smollm2 ~1.1 MB)
+    settings = Settings(cache_mb=0.5)  # holds one of the two rollouts (~0.35 MB each) and little else
     demo = create_app(settings)
     _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True,
                             **launch_kwargs(settings))
