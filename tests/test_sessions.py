@@ -109,7 +109,7 @@ def test_long_work_waits_in_its_own_queue_with_its_place_shown_while_browsing_go
     from gradio_client.utils import Status
 
     room = data_root / "room-scan"
-    for i in range(16):  # enough captures that one scan outlasts a visitor's browsing
+    for i in range(48):  # enough captures that one scan outlasts a visitor's browsing
         if not (room / f"c{i:02d}").exists():
             shutil.copytree(SAMPLE_DIR / "qwen3-tiny", room / f"c{i:02d}",
                             ignore=shutil.ignore_patterns("proxy_trace.jsonl"))
@@ -135,4 +135,4 @@ def test_long_work_waits_in_its_own_queue_with_its_place_shown_while_browsing_go
     for job in (first, second):
         summary = job.result(timeout=600)[0]
         assert 'data-scan="done"' in summary
-        assert re.search(r'rollouts</span>\s*<span class="ri-v">16<', summary), summary[:300]
+        assert re.search(r'rollouts</span>\s*<span class="ri-v">48<', summary), summary[:300]
