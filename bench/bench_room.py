@@ -217,6 +217,8 @@ def main() -> None:
     ap.add_argument("--procs", type=int, default=4, help="client processes the sessions are spread over")
     ap.add_argument("--scenarios", default="same,different")
     ap.add_argument("--cache-mb", default="", help="VIEWER_CACHE_MB for the server (default: the app's)")
+    ap.add_argument("--plot-defer", default="", help="VIEWER_PLOT_DEFER_S for the server (default: the app's, 0.4 s; "
+                    "0 = one answer with the plots: what every call then costs is the server's own work, not a wait)")
     args = ap.parse_args()
     ns = [int(x) for x in args.ns.split(",")]
     ctx = mp.get_context("spawn")
@@ -230,6 +232,8 @@ def main() -> None:
                "GRADIO_TEMP_DIR": str(Path(d) / "gradio")}
         if args.cache_mb:
             env["VIEWER_CACHE_MB"] = args.cache_mb
+        if args.plot_defer:
+            env["VIEWER_PLOT_DEFER_S"] = args.plot_defer
         server = subprocess.Popen([sys.executable, "-c", _SERVE, str(port), str(REPO)], env=env,
                                   stdout=subprocess.PIPE, text=True)
         try:
@@ -237,7 +241,8 @@ def main() -> None:
                 raise SystemExit("the app did not start")
             url = f"http://127.0.0.1:{port}/"
             rss0, _ = proc_stat(server.pid)
-            print(f"server pid {server.pid}, RSS at start {rss0:.0f} MB; {os.cpu_count()} cores; "
+            print(f"server pid {server.pid}, RSS at start {rss0:.0f} MB; {os.cpu_count()} cores; plot defer "
+                  f"{env.get('VIEWER_PLOT_DEFER_S', 'default 0.4')} s; "
                   f"{args.rounds} rounds of open + {len(TURNS)} turn switches per session; "
                   f"sessions over <= {args.procs} client processes")
             # Warm-up (not timed): the first open parses the rollout and loads the tokenizer.

@@ -52,6 +52,9 @@ class Settings:
     ray_workers: int = _setting(2, "VIEWER_RAY_WORKERS",
                                 "Ray actors scanning blocks at once (each holds its own tokenizers); on a cluster, "
                                 "raise it to the CPUs to use.")
+    plot_defer_s: float = _setting(0.4, "VIEWER_PLOT_DEFER_S",
+                                   "Seconds the plots are sent after a turn's token view, so tokens are hoverable before "
+                                   "plotly's first draw blocks the page; 0 = one answer with everything.")
     cache_mb: float = _setting(512.0, "VIEWER_CACHE_MB",
                                "Memory for parsed rollouts and what is derived from them (token-view payloads, plots, "
                                "drift reports), shared by all visitors; least recently used out first, in MB.")

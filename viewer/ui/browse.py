@@ -296,16 +296,17 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     # serialised (see wire()), shared by every session, so Gradio must not postprocess them
     # again per event (a thread hop per output component, GIL hand-offs under load).
     shows = dict(fast, postprocess=False)
-    sample.input(staged(on_sample), [sample, tok_box], outputs, api_name="open_sample", **shows)
-    load_btn.click(staged(on_path), [path, tok_box], outputs, api_name="open_path", **shows)
-    path.submit(staged(on_path), [path, tok_box], outputs, api_visibility="private", **shows)
-    upload.upload(staged(on_upload), [upload, tok_box], outputs, api_name="open_upload", **shows)
-    tok_btn.click(staged(on_tokenizer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
-    table.select(staged(on_table_select), [key], turn_outputs, api_visibility="private", **shows)
-    turn_no.submit(staged(on_select_turn), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
-    prev_btn.click(staged(lambda k, i: on_step(k, i, -1)), [key, turn], turn_outputs, api_visibility="private",
+    defer = settings.plot_defer_s  # tokens first, plots this much later (viewer/ui/staged.py)
+    sample.input(staged(on_sample, defer), [sample, tok_box], outputs, api_name="open_sample", **shows)
+    load_btn.click(staged(on_path, defer), [path, tok_box], outputs, api_name="open_path", **shows)
+    path.submit(staged(on_path, defer), [path, tok_box], outputs, api_visibility="private", **shows)
+    upload.upload(staged(on_upload, defer), [upload, tok_box], outputs, api_name="open_upload", **shows)
+    tok_btn.click(staged(on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
+    table.select(staged(on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)
+    turn_no.submit(staged(on_select_turn, defer), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
+    prev_btn.click(staged(lambda k, i: on_step(k, i, -1), defer), [key, turn], turn_outputs, api_visibility="private",
                    **shows)
-    next_btn.click(staged(lambda k, i: on_step(k, i, +1)), [key, turn], turn_outputs, api_visibility="private",
+    next_btn.click(staged(lambda k, i: on_step(k, i, +1), defer), [key, turn], turn_outputs, api_visibility="private",
                    **shows)
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
@@ -325,4 +326,4 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(deep_link(*a, **k)), show, turn_outputs,
                   lambda *a, **k: resolve(on_select_turn(*a, **k)), under_tokens, fast, shows,
-                  open_staged=staged(deep_link))
+                  open_staged=staged(deep_link, defer))

@@ -19,7 +19,8 @@ __all__ = ["Later", "resolve", "staged", "DEFER_S"]
 
 # Drawing the first plotly figure blocks the browser's main thread for ~2 s on a small machine (the
 # library is compiled on first use). The plots are held back this long after the token view is sent,
-# so the page paints the tokens and answers a hover before that block starts.
+# so the page paints the tokens and answers a hover before that block starts. The default of the
+# VIEWER_PLOT_DEFER_S setting (an API client waits this long longer for its final answer).
 DEFER_S = 0.4
 
 
@@ -37,17 +38,18 @@ def resolve(values: list) -> list:
     return [v.fn() if isinstance(v, Later) else v for v in values]
 
 
-def staged(fn: Callable[..., list]) -> Callable[..., Any]:
-    """``fn`` as a two-step generator (one step when it returned no :class:`Later`)."""
+def staged(fn: Callable[..., list], defer_s: float = DEFER_S) -> Callable[..., Any]:
+    """``fn`` as a two-step generator (one step when it returned no :class:`Later`, or when
+    ``defer_s`` is 0: then the plots come in the one answer)."""
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
         values = fn(*args, **kwargs)
-        if any(isinstance(v, Later) for v in values):
+        if defer_s > 0 and any(isinstance(v, Later) for v in values):
             yield [gr.skip() if isinstance(v, Later) else v for v in values]
             t0 = time.monotonic()
             values = resolve(values)  # built meanwhile; only the rest of the wait is slept
-            time.sleep(max(0.0, DEFER_S - (time.monotonic() - t0)))
+            time.sleep(max(0.0, defer_s - (time.monotonic() - t0)))
         yield resolve(values)
 
     return run
