@@ -141,3 +141,18 @@ def test_bad_deep_links_say_what_is_wrong_and_the_app_keeps_working(page, app_ur
     page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn=2&tok=10-11")  # the server still serves links
     page.wait_for_function(PAINTED)
     assert page.locator("#token-view .ri-tv").get_attribute("data-selected") == "10-11"
+
+
+def test_a_selection_made_before_the_plots_arrive_survives_them(page, app_url):
+    """The Tokens screen answers in two steps (tokens, then the plots 0.4 s later, which re-send the
+    same token view): a token selected in between stays selected. Before, the second step could
+    repaint the view under the user (seen as a flaky presenter test)."""
+    page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn=2")
+    page.wait_for_function(PAINTED, timeout=60000)
+    page.locator("#token-view .tk.k1").nth(2).click()  # straight away: the plots are still on their way
+    sel = page.locator("#token-view .ri-tv").get_attribute("data-selected")
+    assert sel
+    page.wait_for_function("document.querySelector('#logprob-plot .js-plotly-plot, #logprob-plot .plot-container')",
+                           timeout=30000)
+    page.wait_for_timeout(1000)
+    assert page.locator("#token-view .ri-tv").get_attribute("data-selected") == sel

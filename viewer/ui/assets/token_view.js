@@ -309,7 +309,12 @@ window.addEventListener('ri-marks', e => {
   root.dataset.marks = String(markSet.size);
 });
 
+let loaded = null;  // the payload string now drawn
 function load() {
+  // The same payload again (a two-step answer re-sends the token view with the plots): keep
+  // what is drawn, the cursor and the selection, instead of repainting under the user.
+  if (props.value && props.value === loaded && D) return;
+  loaded = props.value;
   if (!props.value) { D = null; bar.replaceChildren(); body.replaceChildren(el('span', 'ri-empty', 'No turn selected.')); return; }
   try { D = JSON.parse(props.value); } catch (err) { body.textContent = 'Could not read token data: ' + err; return; }
   mode = D.mode; showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
