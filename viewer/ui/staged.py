@@ -10,7 +10,10 @@ the same outputs as before.
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
 import time
+import typing
 from typing import Any, Callable
 
 import gradio as gr
@@ -40,16 +43,64 @@ def resolve(values: list) -> list:
 
 def staged(fn: Callable[..., list], defer_s: float = DEFER_S) -> Callable[..., Any]:
     """``fn`` as a two-step generator (one step when it returned no :class:`Later`, or when
-    ``defer_s`` is 0: then the plots come in the one answer)."""
+    ``defer_s`` is 0: then the plots come in the one answer).
+
+    A visitor who moves on before the second step (←/→ pressed twice in presenter mode) must
+    not be sent back: every staged event of a browser session takes a number, and a second
+    step that a newer event of the same session has overtaken is dropped. The session comes from Gradio's request, asked for through the signature."""
+    sig = inspect.signature(fn)
+    params = list(sig.parameters.values())
+    n_pos = sum(1 for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD))
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
+        request = None
+        if len(args) > n_pos:  # Gradio passed the request it was asked for (a direct call does not)
+            *args, request = args
+        session = getattr(request, "session_hash", None)
+        ticket = _take_ticket(session)
         values = fn(*args, **kwargs)
         if defer_s > 0 and any(isinstance(v, Later) for v in values):
             yield [gr.skip() if isinstance(v, Later) else v for v in values]
             t0 = time.monotonic()
             values = resolve(values)  # built meanwhile; only the rest of the wait is slept
             time.sleep(max(0.0, defer_s - (time.monotonic() - t0)))
+            if _overtaken(session, ticket):
+                return
         yield resolve(values)
 
+    # Gradio injects a gr.Request into a positional parameter annotated with it (helpers.special_args)
+    extra = inspect.Parameter("_ri_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                              annotation=gr.Request)
+    keep = [q for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD)]
+    rest = [q for q in params if q not in keep]
+    run.__signature__ = sig.replace(parameters=[*keep, extra, *rest])
+    try:
+        hints = typing.get_type_hints(fn)
+    except (NameError, TypeError):
+        hints = {}
+    run.__annotations__ = {**hints, "_ri_request": gr.Request}
     return run
+
+
+_TICKETS: dict[str, int] = {}
+_TICKETS_LOCK = threading.Lock()
+
+
+def _take_ticket(session: str | None) -> int:
+    if not session:
+        return 0
+    with _TICKETS_LOCK:
+        n = _TICKETS.get(session, 0) + 1
+        _TICKETS[session] = n
+        if len(_TICKETS) > 10_000:  # sessions come and go: forget the oldest half
+            for k in list(_TICKETS)[:5_000]:
+                _TICKETS.pop(k, None)
+        return n
+
+
+def _overtaken(session: str | None, ticket: int) -> bool:
+    if not session:
+        return False
+    with _TICKETS_LOCK:
+        return _TICKETS.get(session, ticket) != ticket
