@@ -386,3 +386,27 @@ def test_quicktok_agrees_on_reencodings(qwen3):
     for o in outs:
         rt = drift.roundtrip(turn(0, [1], o), qwen3)
         assert list(qt.encode(rt.text, allowed_special="all")) == rt.reencoded_ids, rt.text
+
+
+def test_scan_decode_equals_transformers_batch_decode(qwen3):
+    """The scan decodes through the tokenizer's Rust backend; transformers' own batch_decode is the
+    oracle: the same text for ordinary ids, special tokens, lone UTF-8 pieces and random ids."""
+    import random
+
+    from viewer.drift.scan import _batch_decode
+
+    rng = random.Random(7)
+    seqs = [qwen3.encode("def f():\n    return 'héllo 🦩'\n", add_special_tokens=False),
+            [151644, 872, 198, 151657, 151658, 151645],  # <|im_start|>user\n<tool_call></tool_call><|im_end|>
+            [rng.randrange(0, 151669) for _ in range(300)],
+            [] , [145, 222, 238]]  # bytes of a character split across tokens
+    assert _batch_decode(qwen3, [list(s) for s in seqs]) == qwen3.batch_decode(seqs, skip_special_tokens=False)
+
+
+def test_scan_encode_equals_transformers_call(qwen3):
+    """The scan encodes through the Rust backend; transformers' own call is the oracle."""
+    from viewer.drift.scan import _batch_encode
+
+    texts = ["def f():\n    return 'héllo 🦩'\n", "<|im_start|>user\n<tool_call>{\"a\": 1}</tool_call><|im_end|>",
+             "", "  spaces\t\ttabs\r\n", "\u200b\ufeffzero-width"]
+    assert _batch_encode(qwen3, texts) == [list(x) for x in qwen3(texts, add_special_tokens=False)["input_ids"]]

@@ -63,13 +63,19 @@ def _offsets(pieces: list[bytes]) -> list[int]:
     return out
 
 
-def _byte_to_char(text: str) -> list[int]:
-    """byte offset → char index for ``text.encode()`` (a byte inside a char maps to that char)."""
-    out = []
-    for ci, ch in enumerate(text):
-        out.extend([ci] * len(ch.encode("utf-8")))
-    out.append(len(text))
-    return out
+class _ByteToChar:
+    """byte offset → char index for ``text.encode()`` (a byte inside a char maps to that char),
+    looked up only at span edges: ASCII text maps to itself, other text decodes the prefix (the
+    partial character at the end is dropped, so it counts as the char it belongs to)."""
+
+    def __init__(self, text: str, tb: bytes):
+        self.tb, self.ascii = tb, text.isascii()
+
+    def __len__(self) -> int:
+        return len(self.tb) + 1
+
+    def __getitem__(self, b: int) -> int:
+        return b if self.ascii else len(self.tb[:b].decode("utf-8", "ignore"))
 
 
 def _spans(ids: list[int], re_ids: list[int], table, text: str,
@@ -93,31 +99,22 @@ def _spans(ids: list[int], re_ids: list[int], table, text: str,
     while suf < n - pre and sbytes[ls - 1 - suf] == rbytes[lr - 1 - suf]:
         suf += 1
 
-    def keys(x: int, total: int) -> list[tuple[str, int]]:
-        k = []
-        if x <= pre:
-            k.append(("p", x))
-        if x >= total - suf:
-            k.append(("s", total - x))
-        return k
-
-    re_index: dict[tuple[str, int], int] = {}
-    for j, x in enumerate(ro):
-        for key in keys(x, lr):
-            re_index[key] = j
+    # a token boundary on the re-encoded side, addressed from the start (within the common
+    # prefix) or from the end (within the common suffix); built with comprehensions, not a
+    # Python call per token: this runs over every token of every drifted turn
+    re_p = {x: j for j, x in enumerate(ro) if x <= pre}
+    re_s = {lr - x: j for j, x in enumerate(ro) if x >= lr - suf}
     syncs: list[tuple[int, int]] = []
     for i, x in enumerate(so):
-        for key in keys(x, ls):
-            j = re_index.get(key)
-            if j is not None and (not syncs or (i > syncs[-1][0] and j > syncs[-1][1])
-                                  or (i, j) == (0, 0)):
+        for j in ((re_p.get(x) if x <= pre else None), (re_s.get(ls - x) if x >= ls - suf else None)):
+            if j is not None and (not syncs or (i > syncs[-1][0] and j > syncs[-1][1]) or (i, j) == (0, 0)):
                 syncs.append((i, j))
                 break
     if not syncs or syncs[-1] != (len(ids), len(re_ids)):
         syncs.append((len(ids), len(re_ids)))
     # char mapping: through whichever side's bytes equal the decoded text's UTF-8
     tb = text.encode("utf-8")
-    b2c = _byte_to_char(text)
+    b2c = _ByteToChar(text, tb)
     shift_s = 0 if sbytes == tb else None
     groups: list[tuple[int, int, int, int]] = []
     prev = (0, 0)

@@ -65,7 +65,7 @@ class TrainingRow:
 
     @property
     def trained_tokens(self) -> int:
-        return sum(1 for m in self.completion_mask if m)
+        return len(self.completion_mask) - self.completion_mask.count(0)  # masks are 0/1 ints
 
     @property
     def turns(self) -> list[int]:

@@ -69,9 +69,25 @@ def merge_trainer(block: dict[str, Any], part: dict[str, Any]) -> None:
     t["drift_max"] = max(t["drift_max"], add["drift_max"])
 
 
+def _batch_decode(tok, ids: list[list[int]]) -> list[str]:
+    """``tok.batch_decode(ids, skip_special_tokens=False)``. For a fast tokenizer that does no
+    clean-up of spaces that is exactly its Rust backend's ``decode_batch`` (transformers adds
+    only a per-element type walk over every id, ~40% of the decode here), so call it directly."""
+    backend = getattr(tok, "_tokenizer", None)
+    if backend is not None and getattr(tok, "clean_up_tokenization_spaces", True) is False \
+            and hasattr(backend, "decode_batch"):
+        return backend.decode_batch(ids, skip_special_tokens=False)
+    return tok.batch_decode(ids, skip_special_tokens=False)
+
+
 def _batch_encode(tok, texts: list[str]) -> list[list[int]]:
+    """``tok(texts, add_special_tokens=False)["input_ids"]``; straight through the Rust backend
+    when it neither truncates nor pads (what transformers would set per call otherwise)."""
     if not texts:
         return []
+    backend = getattr(tok, "_tokenizer", None)
+    if backend is not None and getattr(backend, "truncation", 1) is None and getattr(backend, "padding", 1) is None:
+        return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
     return [list(x) for x in tok(texts, add_special_tokens=False)["input_ids"]]
 
 
@@ -97,7 +113,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
             rt_todo.append(n)
     if rt_todo:
         out_ids = [list(items[n][1].output_ids) for n in rt_todo]
-        texts = tok.batch_decode(out_ids, skip_special_tokens=False)
+        texts = _batch_decode(tok, out_ids)
     else:
         out_ids, texts = [], []
     # --- B: render every checkable prompt, then one batch encode for all texts
