@@ -30,35 +30,27 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-stamp="$VENV/.requirements.sha256"
-want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "setup: pip install -r requirements-dev.txt"
-  # (this machine's pip config names local mirrors that may be absent: drop those warnings, keep errors)
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-dev.txt 2>&1 \
-    | { grep -v "WARNING: Location" || true; }
-  echo "$want" > "$stamp"
-fi
+# pip install -r FILE into the venv unless STAMP already holds the hash of HASHED (the files it
+# depends on); so a second run is a no-op
+pip_stamped() {  # FILE STAMP HASHED...
+  local file=$1 stamp=$2; shift 2
+  local want
+  want=$(cat "$@" | sha256sum | cut -d' ' -f1)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: pip install -r $file"
+    # (this machine's pip config names local mirrors that may be absent: drop those warnings, keep errors)
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$file" 2>&1 \
+      | { grep -v "WARNING: Location" || true; }
+    echo "$want" > "$stamp"
+  fi
+}
+pip_stamped requirements-dev.txt "$VENV/.requirements.sha256" requirements.txt requirements-dev.txt
 [ "$APP_ONLY" = 1 ] && exit 0
 # torch for trainer-side logprobs (`python -m viewer rescore`, the app's rescore panel). Not in
 # requirements.txt: the Space serves without it (the panel then says how to get it). The exact pin
 # resolves to a local CPU wheel; an unpinned torch would download a multi-GB CUDA build.
-rstamp="$VENV/.requirements-rescore.sha256"
-rwant=$(sha256sum requirements-rescore.txt | cut -d' ' -f1)
-if [ ! -f "$rstamp" ] || [ "$(cat "$rstamp")" != "$rwant" ]; then
-  echo "setup: pip install -r requirements-rescore.txt"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-rescore.txt 2>&1 \
-    | { grep -v "WARNING: Location" || true; }
-  echo "$rwant" > "$rstamp"
-fi
+pip_stamped requirements-rescore.txt "$VENV/.requirements-rescore.sha256" requirements-rescore.txt
 # the optional Ray engine of the drift scan (tests/test_ray_engine.py); its own stamp, so the app-only set-up stays lean
-scale_stamp="$VENV/.requirements-scale.sha256"
-want_scale=$(sha256sum requirements-scale.txt | cut -d' ' -f1)
-if [ ! -f "$scale_stamp" ] || [ "$(cat "$scale_stamp")" != "$want_scale" ]; then
-  echo "setup: pip install -r requirements-scale.txt"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r requirements-scale.txt 2>&1 \
-    | { grep -v "WARNING: Location" || true; }
-  echo "$want_scale" > "$scale_stamp"
-fi
+pip_stamped requirements-scale.txt "$VENV/.requirements-scale.sha256" requirements-scale.txt
 bash scripts/setup_capture.sh  # vLLM (CPU/GPU) env + opencode for live capture; CAPTURE_SETUP=0 skips
 bash scripts/setup_oracle.sh  # .venv-trl: TRL 1.14.0 + 1.16.0 side by side as the test oracle; ORACLE_SETUP=0 skips
