@@ -21,7 +21,7 @@ from typing import Any
 from viewer.rollout import Problem
 
 __all__ = ["RecordFile", "Document", "read_records", "read_document", "size_problem", "line_col",
-           "WRAPPER_KEYS", "gc_paused"]
+           "WRAPPER_KEYS", "gc_paused", "jsonl_record", "SKIP"]
 
 # Objects that wrap the record list, tried in this order (first list wins).
 WRAPPER_KEYS = ("trace", "records", "turns", "proxy_turns", "entries", "data")
@@ -199,20 +199,29 @@ def _first_line_is_object(text: str, start: int) -> bool:
         return False
 
 
+SKIP = object()  # what jsonl_record returns for a blank or broken line
+
+
+def jsonl_record(line: str, n: int, label: str, problems: list[Problem]) -> Any:
+    """The record on JSONL line ``n``; :data:`SKIP` for a blank line or a broken one (which is
+    reported, located, in ``problems``). The whole-file and the streaming reader share it."""
+    if not line.strip():
+        return SKIP
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as e:
+        problems.append(Problem(label, f"line {n}, column {e.colno}", f"invalid JSON line skipped: {e.msg}"))
+        return SKIP
+
+
 def _read_jsonl(text: str, rf: RecordFile) -> None:
     rf.container = "jsonl"
     lines: list[int | None] = []
     for n, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            rf.problems.append(Problem(rf.label, f"line {n}, column {e.colno}",
-                                       f"invalid JSON line skipped: {e.msg}"))
-            continue
-        rf.records.append(rec)
-        lines.append(n)
+        rec = jsonl_record(line, n, rf.label, rf.problems)
+        if rec is not SKIP:
+            rf.records.append(rec)
+            lines.append(n)
     rf._lines = lines
 
 

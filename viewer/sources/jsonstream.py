@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from viewer.rollout import Problem
-from viewer.sources.jsonio import RecordFile, read_records, size_problem
+from viewer.sources.jsonio import SKIP, RecordFile, jsonl_record, read_records, size_problem
 
 __all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
 
@@ -275,15 +275,9 @@ def _jsonl(r: _Reader, s: RecordStream) -> Iterator[Any]:
         tail = lines.pop() if not r.eof else ""
         for line in lines:
             n_line += 1
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                s.problems.append(Problem(s.label, f"line {n_line}, column {e.colno}",
-                                          f"invalid JSON line skipped: {e.msg}"))
-                continue
-            s._lines.append(n_line)
-            yield rec
+            rec = jsonl_record(line, n_line, s.label, s.problems)
+            if rec is not SKIP:
+                s._lines.append(n_line)
+                yield rec
         if r.eof:
             break
