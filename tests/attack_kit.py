@@ -137,7 +137,7 @@ def hostile_strings(p: Planted, data_root: Path, port: int, canary: int) -> list
         str(p.file), str(p.folder), "../" * 12 + str(p.file).lstrip("/"), "/proc/self/environ",
         f"hf://datasets/{m}/x/../../../..{p.file}", f"http://127.0.0.1:{canary}/{m}",
         "http://100.100.100.200/latest/meta-data/", f"$(id>/tmp/{m})",
-        rel, "../../../../../../../../proc/self/environ", "/proc/1/environ", "../../etc/passwd",
+        rel, "../../../../../../../../proc/self/environ", "../../etc/passwd",
         "~/.cache/huggingface/token", f"file://{p.file}", f"sample:{'../' * 8}{str(p.file).lstrip('/')}",
         f"hf://{p.file}", f"hf://datasets/{m}/{m}/{rel}", f"http://127.0.0.1:{port}/gradio_api/file={p.file}",
         "http://169.254.169.254/latest/meta-data/", "http://[::1]:22/", "http://192.0.0.8/", "http://[2002:7f00:1::]/",
@@ -191,19 +191,22 @@ class Server:
     log: Path
     events: list[dict]
     config: dict
+    pid: int = 0
     _offset: int = 0
     records: list = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def new_records(self) -> list:
-        """Audit records written since the last call (whole lines only)."""
-        with open(self.log, "rb") as f:
-            f.seek(self._offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1
-        self._offset += end
-        recs = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
-        self.records += recs
-        return recs
+        """Audit records written since the last call (whole lines only); each ends with its Gradio event id."""
+        with self._lock:
+            with open(self.log, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+            end = data.rfind(b"\n") + 1
+            self._offset += end
+            recs = [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+            self.records += recs
+            return recs
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -234,7 +237,8 @@ def start_server(p: Planted, env: dict[str, str], port: int, timeout_s: float = 
         time.sleep(0.05)
     url = f"http://127.0.0.1:{port}"
     cfg = httpx.get(url + "/config", timeout=30, trust_env=False).json()
-    return Server(url, port, proc, log, json.loads(ready.read_text())["events"], cfg)
+    info = json.loads(ready.read_text())
+    return Server(url, port, proc, log, info["events"], cfg, info["pid"])
 
 
 # ---------------------------------------------------------------- a visitor
@@ -245,6 +249,7 @@ class Reply:
     completed: bool        # the handler ran to an answer (success or error)
     success: bool
     output: list | None
+    event_id: str | None = None
 
 
 class Visitor:
@@ -314,7 +319,7 @@ class Visitor:
         if not done:
             self.http.post("/gradio_api/cancel", json={"session_hash": self.session, "fn_index": fn_index,
                                                        "event_id": event_id})
-        return Reply(fn_index, "\n".join(texts), done, success, output)
+        return Reply(fn_index, "\n".join(texts), done, success, output, event_id)
 
 
 # ---------------------------------------------------------------- the checks
@@ -322,7 +327,8 @@ WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _ENVIRON = re.compile(r"^/proc/(self|thread-self|\d+)(/task/\d+)?/environ$")
 
 
-def judge(records: list, p: Planted, hostile: list[str], cwd: str, canary: int, own: list[Path]) -> list[str]:
+def judge(records: list, p: Planted, hostile: list[str], cwd: str, canary: int, own: list[Path],
+          pid: int = 0) -> list[str]:
     """What the server did that a visitor's value must never make it do. ``own``: the app's own folders
     (uploads, temp, captures, caches, the data root), where a file may be named after a visitor's upload."""
     out = []
@@ -335,9 +341,9 @@ def judge(records: list, p: Planted, hostile: list[str], cwd: str, canary: int, 
             real = os.path.realpath(path) if os.path.exists(path) else path
             if real == str(p.folder) or real.startswith(str(p.folder) + os.sep):
                 out.append(f"{kind} of a planted file: {raw!r}")
-            elif _ENVIRON.match(real) or _ENVIRON.match(path):
-                out.append(f"{kind} of the process environment: {raw!r}")
-            elif real in ("/etc/passwd", "/etc/shadow") or (
+            elif _ENVIRON.match(path) and _ENVIRON.match(path).group(1) in ("self", "thread-self", str(pid)):
+                out.append(f"{kind} of the server's environment: {raw!r}")
+            elif raw in hostile or real in ("/etc/passwd", "/etc/shadow") or (
                     p.marker in raw and not any(Path(real).is_relative_to(d) for d in own)):
                 out.append(f"{kind} of a path a visitor named: {raw!r}")
         elif kind == "spawn":
@@ -345,13 +351,24 @@ def judge(records: list, p: Planted, hostile: list[str], cwd: str, canary: int, 
             hit = [t for t in tokens if any(t in a for a in args)]
             if hit:
                 out.append(f"process started with a visitor's value {hit[0][:60]!r}: {rec[1]} {args[:12]!r}")
+        elif kind == "job":
+            args = rec[2]
+            at = [(k, t) for t in tokens for k, a in enumerate(args) if t in a]
+            if at:
+                k, t = at[0]
+                out.append(f"Jobs API {rec[1]} given a visitor's value {t[:60]!r} in its arguments (run_uv_job uploads "
+                           f"local files named there): {' '.join(args[max(0, k - 1):k + 1])[:200]!r}")
+            held = [name for name, value in p.secrets.items() if value in json.dumps(rec[3])]
+            if held:
+                out.append(f"Jobs API {rec[1]} given the server's {held}")
         elif kind == "connect":
             host, port = rec[1], rec[2]
             if port == canary or (port is not None and not _is_loopback(host)):
                 out.append(f"connect to {host}:{port}")
         elif kind == "resolve":
             host = rec[1]
-            if host and not _is_loopback(host) and host not in ("0.0.0.0",):
+            # huggingface.co is where the app's own Hub / Jobs calls go (refused here all the same)
+            if host and not _is_loopback(host) and host not in ("0.0.0.0", "huggingface.co", "hf.co"):
                 out.append(f"name lookup of {host!r}")
     return out
 
@@ -395,6 +412,7 @@ def scan_files(paths, p: Planted, limit_bytes: int = 64 << 20) -> list[str]:
 # ---------------------------------------------------------------- the sweep
 STRING_TYPES = {"textbox", "dropdown", "radio", "markdown", "html", "code", "colorpicker", "dataframe"}
 SIGNED_IN = 12  # hostile strings tried per argument by signed-in visitors (captures are slower)
+DEEP_LINK = 18  # hostile strings tried per deep-link parameter (the paths, URLs and commands)
 ALL_AT_ONCE = 8  # hostile strings tried in every text argument at once (each argument alone gets all)
 
 
@@ -418,13 +436,16 @@ class Sweep:
 
 class Runner:
     def __init__(self, server: Server, p: Planted, data_root: Path, canary: Canary, watch: OpenWatch,
-                 own: list[Path], budget_s: float = 150.0):
+                 own: list[Path], budget_s: float = 420.0):
         self.own = [Path(os.path.realpath(d)) for d in own]
         self.server, self.p, self.canary, self.watch = server, p, canary, watch
         self.hostile = hostile_strings(p, data_root, server.port, canary.port)
         self.comps = {c["id"]: c for c in server.config["components"]}
         self.deps = server.config["dependencies"]
         self.result = Sweep()
+        self.raw: list[tuple] = []               # (event id | None | "-", what happened, the call around it)
+        self.labels: dict[str, str] = {}         # event id -> the call
+        self.last = "start-up"                   # the last call that was not a progress poll
         self.deadline = time.monotonic() + budget_s
         self.cwd = next((r[1] for r in server.new_records() if r[0] == "cwd"), str(REPO))
         self.uploaded: list[dict] = []
@@ -447,17 +468,37 @@ class Runner:
             self.result.called[i] = self.result.called.get(i, 0) + 1
         else:
             self.result.timeouts.append(f"{self._name(i)} {what}")
-        self.check(f"{self._name(i)} {what}", r.text)
+        where = f"{self._name(i)} {what}"
+        if what != "progress poll":
+            self.last = where
+        if r.event_id:
+            self.labels[r.event_id] = where
+        self.check(where, r.text)
         return r
 
     def check(self, where: str, text: str = "") -> None:
-        found = [f"response holds {name}" for name in leaks(text, self.p)]
-        found += judge(self.server.new_records(), self.p, self.hostile, self.cwd, self.canary.port, self.own)
-        found += [f"planted file opened (inotify): {path}" for path in self.watch.drain()]
-        if self.canary.hits:
-            found.append(f"{self.canary.hits} connection(s) to the canary listener")
-            self.canary.hits = 0
-        self.result.findings += [f"{where}: {f}" for f in dict.fromkeys(found)]
+        """Collect what happened since the last check: audit records carry the id of the event they
+        happened in (pinned on its call in :meth:`findings`); inotify and the canary only say "around"."""
+        self.raw += [(None, f"response holds {name}", where) for name in leaks(text, self.p)]
+        for rec in self.server.new_records():
+            self.raw += [(rec[-1] or "-", f, self.last)
+                         for f in judge([rec], self.p, self.hostile, self.cwd, self.canary.port, self.own,
+                                        self.server.pid)]
+        self.raw += [("-", f"planted file opened (inotify): {path}", self.last) for path in self.watch.drain()]
+        hits, self.canary.hits = self.canary.hits, 0
+        if hits:
+            self.raw.append(("-", f"{hits} connection(s) to the canary listener", self.last))
+
+    def findings(self) -> list[str]:
+        out = []
+        for eid, what, where in self.raw:
+            if eid is None:
+                out.append(f"{where}: {what}")
+            elif eid == "-" or eid not in self.labels:  # a background thread (a capture), inotify, the canary
+                out.append(f"outside any event, after [{where}]: {what}")
+            else:
+                out.append(f"{self.labels[eid]}: {what}")
+        return list(dict.fromkeys(out))
 
     # -- values per component type
     def kind(self, cid: int) -> str:
@@ -528,7 +569,7 @@ class Runner:
         reads = event.get("reads") or []
         names = query_params() if "*" in reads else reads
         for name in names:
-            for s in self.hostile + ["1" * 40, HUGE[:20000]]:
+            for s in self.hostile[:DEEP_LINK] + ["1" * 40, HUGE[:20000]]:
                 v.query = str(httpx.QueryParams({name: s}))
                 try:
                     self.fire(v, i, base, f"deep link ?{name}={_short(s)}")
@@ -542,7 +583,7 @@ class Runner:
                 finally:
                     v.query = ""
 
-    def signed_in(self, v: Visitor, i: int, users_backends: list | None = None) -> None:
+    def signed_in(self, v: Visitor, i: int, user: str, users_backends: list | None = None) -> None:
         """An event that takes a sign-in (gr.OAuthProfile), as a signed-in visitor: each free-text
         argument hostile under each choice of the event's fixed-choice dropdown (the capture backend),
         boxes unticked (so a custom instruction is not refused as "scripted"), then numbers; after
@@ -552,8 +593,11 @@ class Runner:
         fixed = [k for k, c in enumerate(ins) if self.kind(c) == "dropdown" and not self.free_text(c)]
         choices = [x[1] if isinstance(x, (list, tuple)) else x
                    for x in (self.comps[ins[fixed[0]]]["props"].get("choices") or [])] if fixed else [None]
-        base0 = [False if self.kind(c) == "checkbox" else page[k] for k, c in enumerate(ins)]
-        for choice in users_backends or choices:
+        # boxes unticked; empty text fields get a plain repo-id-like value (a results repo is required)
+        base0 = [False if self.kind(c) == "checkbox" else
+                 (f"{user}/sweep-results" if self.free_text(c) and self.string_like(c) and not page[k] else page[k])
+                 for k, c in enumerate(ins)]
+        for choice in (users_backends or choices) if fixed else [None]:
             base = list(base0)
             if choice is not None:
                 base[fixed[0]] = choice

@@ -13,10 +13,10 @@ The app is the real one: ``viewer.ui.create_app`` launched with ``launch_kwargs`
 ``app.py`` does; the environment (public mode, planted secrets, OAuth variables) comes from the
 parent. One test-only route is added, ``/__sweep__/login?user=NAME``: it stores an ``oauth_info``
 in the session through Gradio's own ``SessionMiddleware`` (the signed cookie a real sign-in would
-set), so the sweep can act as a signed-in visitor without contacting huggingface.co. When the app is
+set), so the sweep can act as a signed-in visitor without contacting huggingface.co; and the Jobs
+API's submit calls are recorded instead of sent (``_record_jobs``). When the app is
 up, ``READY`` gets a JSON description of every registered event (``demo.fns``).
 """
-from __future__ import annotations
 
 import ipaddress
 import json
@@ -49,7 +49,14 @@ def install_hook(log_fd: int, markers: list[str]) -> None:
     lock = threading.Lock()
     write, dumps = os.write, json.dumps  # bound now: the hook must not import or open anything
 
+    modules = sys.modules
+
     def emit(*rec) -> None:
+        # the Gradio event this happens in (its contextvar follows the handler into worker threads):
+        # lets the sweep pin each record on the call that caused it
+        local = getattr(modules.get("gradio.context"), "LocalContext", None)  # None while gradio imports
+        eid = local.event_id.get(None) if local is not None else None
+        rec = rec + (eid,)
         try:
             line = dumps(rec, default=repr)
         except (TypeError, ValueError):
@@ -134,6 +141,25 @@ def _login_route(app) -> None:
     app.add_api_route("/__sweep__/login", login, methods=["GET"])
 
 
+def _record_jobs(log_fd: int) -> None:
+    """The Hugging Face Jobs API is the one service this machine cannot reach: ``HfApi.run_uv_job`` /
+    ``run_job`` (real signatures) record what the app would submit (the script, its arguments, the
+    names and values of env and secrets) and refuse. ``run_uv_job`` uploads every argument that names
+    an existing local file, so a visitor's value there is a server file on its way to the visitor."""
+    import huggingface_hub
+
+    def recorder(name):
+        def submit(self, script, *a, script_args=None, env=None, secrets=None, **kw):
+            rec = ["job", name, [str(script)] + [str(x) for x in (script_args or a or [])],
+                   {"env": dict(env or {}), "secrets": dict(secrets or {})}, None]
+            os.write(log_fd, (json.dumps(rec, default=repr) + "\n").encode())
+            raise RuntimeError("attack sweep: the Jobs API is not reachable here")
+        return submit
+
+    huggingface_hub.HfApi.run_uv_job = recorder("run_uv_job")
+    huggingface_hub.HfApi.run_job = recorder("run_job")
+
+
 def _describe(demo) -> list[dict]:
     import inspect
 
@@ -166,6 +192,7 @@ def main() -> None:
     from viewer.config import Settings
     from viewer.ui import create_app, launch_kwargs
 
+    _record_jobs(log_fd)
     settings = Settings.from_env()
     demo = create_app(settings)
     app, _, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,

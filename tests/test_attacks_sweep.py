@@ -24,8 +24,10 @@ call, a time budget for the whole) and makes no traffic but loopback.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -36,11 +38,27 @@ from conftest import free_port
 REPO = Path(__file__).resolve().parent.parent
 OWNER = "sweep-owner"      # listed in CAPTURE_ALLOW_USERS
 VISITOR = "sweep-visitor"  # signed in, not listed
+TABS = 3                   # anonymous visitors calling at once
 
-# Findings that are known open on main and fixed on other branches (issue 19): each entry is a
-# substring of a finding. The lead removes them after merging; a listed one that no longer occurs
-# fails test_known_findings_still_occur (strict, like xfail(strict=True)).
-KNOWN_OPEN: dict[str, str] = {}
+# Findings known open on main and fixed on other branches (issue 19): (id, regex over a finding,
+# why). Each is an xfail(strict=True) case of test_known_finding_is_fixed: it fails (XPASS) once the
+# hole is closed, and the entry goes with the fix. Nothing else may be found (test_sweep_finds_nothing).
+KNOWN_OPEN: list[tuple[str, str, str]] = [
+    ("tokenizer-override-any-server-path",
+     r"(open_sample|open_path|on_path|open_upload) \(fn \d+\) argument 1 \(textbox\)",
+     "anonymous: the Tokenizer override of open_sample / open_path / on_path / open_upload reaches tokenizer_for "
+     "unconfined (browse.py passes it to store.open; only set_tokenizer runs resolve_user_path): it opens the planted "
+     "file, a planted folder's tokenizer.json, /proc/self/environ, ../../etc/passwd (issue 19 hole 7, tokenizer files)"),
+    ("hf-jobs-visitor-values-in-job-arguments",
+     r"Jobs API run_uv_job given a visitor's value",
+     "signed in, hf-jobs: Model, Custom instruction and Results repo go onto run_uv_job's script_args, which uploads "
+     "any that names a local file (planted file, /proc/self/environ, ../../etc/passwd) (issue 19 hole 1)"),
+    ("endpoint-guard-passes-100.64/10",
+     r"endpoint, argument 2 = 'http://100\.100\.100\.200.*(name lookup of '100\.100\.100\.200'|"
+     r"connect to 100\.100\.100\.200:)",
+     "allow-listed, endpoint: http://100.100.100.200/ (100.64.0.0/10, a cloud metadata address) passes the endpoint "
+     "guard and the capture connects to it (issue 19 hole 6)"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -78,10 +96,20 @@ def sweep(tmp_path_factory):
         run.uploaded = [anon.upload(f"{p.marker}.zip", kit.hostile_zip(p, data_root)),
                         anon.upload("..%2F..%2Fx;$(id).txt", b"../../etc/passwd\n" + str(p.file).encode())]
         run.check("upload")
-        run.warm(anon)
         full = run.groups()
-        for e in server.events:
-            run.matrix(anon, e["fn_index"], full[e["fn_index"]], e)
+
+        def visitor(events: list[dict]) -> None:  # one browser tab, its own session and state
+            v = kit.Visitor(server)
+            run.warm(v)
+            for e in events:
+                run.matrix(v, e["fn_index"], full[e["fn_index"]], e)
+            v.close()
+
+        # a few tabs at once (each audit record names its event, so findings stay pinned on their call)
+        events = sorted(server.events, key=lambda e: -len(run.deps[e["fn_index"]]["inputs"]))
+        with ThreadPoolExecutor(TABS) as pool:
+            for f in [pool.submit(visitor, events[k::TABS]) for k in range(TABS)]:
+                f.result()
         for e in server.events:
             if not e["signed_in"]:
                 continue
@@ -92,8 +120,10 @@ def sweep(tmp_path_factory):
             for user in (VISITOR, OWNER):
                 v = kit.Visitor(server, user=user)
                 run.warm(v)
-                run.signed_in(v, i, None if user == OWNER else ["hf-jobs"])
+                run.signed_in(v, i, user, None if user == OWNER else ["hf-jobs"])
                 v.close()
+        run.check("the end")
+        run.result.findings = run.findings()
         run.result.seconds = time.monotonic() - t0
         yield run, p, server, root
     finally:
@@ -116,10 +146,29 @@ def test_every_registered_event_is_called(sweep):
     assert run.result.calls > 20 * len(registered)
 
 
+def _known(finding: str) -> bool:
+    return any(re.search(pattern, finding) for _, pattern, _ in KNOWN_OPEN)
+
+
 def test_sweep_finds_nothing(sweep):
     run, _, _, _ = sweep
-    new = [f for f in run.result.findings if not any(k in f for k in KNOWN_OPEN)]
+    new = [f for f in run.result.findings if not _known(f)]
     assert new == [], _report(new)
+
+
+if KNOWN_OPEN:  # (an empty parameter set would be a skip, and a skip fails under CI)
+    @pytest.mark.parametrize("pattern", [pytest.param(p, id=name, marks=pytest.mark.xfail(strict=True, reason=why))
+                                         for name, p, why in KNOWN_OPEN])
+    def test_known_finding_is_fixed(sweep, pattern):
+        run, _, _, _ = sweep
+        assert [f for f in run.result.findings if re.search(pattern, f)] == []
+
+
+def test_sweep_stays_bounded(sweep):
+    """It stops by itself: every call got its answer within CALL_TIMEOUT_S, the whole within its budget."""
+    run, _, _, _ = sweep
+    assert run.result.timeouts == []
+    assert run.result.seconds < 420
 
 
 def test_nothing_the_app_wrote_holds_a_secret(sweep):
