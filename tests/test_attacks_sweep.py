@@ -53,6 +53,12 @@ KNOWN_OPEN: list[tuple[str, str, str]] = [
      r"Jobs API run_uv_job given a visitor's value",
      "signed in, hf-jobs: Model, Custom instruction and Results repo go onto run_uv_job's script_args, which uploads "
      "any that names a local file (planted file, /proc/self/environ, ../../etc/passwd) (issue 19 hole 1)"),
+    ("local-capture-model-on-vllm-command-line",
+     r"signed in, local, argument 1 = .*\]: (process started with a visitor's value|open of a planted file|"
+     r"open of a path a visitor named)",
+     "allow-listed, local: the Model field goes unvalidated onto vLLM's command line (`--model <value>`, "
+     "e.g. /proc/self/environ, the planted file, ../../etc/passwd, a URL, `$(id>...)`) and <value>/config.json is "
+     "opened (issue 19 'model fields validated as a repo id or a listed name')"),
     ("endpoint-guard-passes-100.64/10",
      r"endpoint, argument 2 = 'http://100\.100\.100\.200.*(name lookup of '100\.100\.100\.200'|"
      r"connect to 100\.100\.100\.200:)",
@@ -69,6 +75,11 @@ def sweep(tmp_path_factory):
     shutil.copytree(REPO / "sample_data" / "qwen3-tiny", data_root / "qwen3-tiny")
     for sub in ("captures", "gradio", "hub", "hf-home", "tmp"):
         (root / sub).mkdir()
+    # Tripwires for the capture's programs: an allow-listed local capture gets as far as starting them
+    # (so the audit hook sees their argument vectors) and they exit at once instead of running vLLM.
+    for name in ("vllm-python", "opencode"):
+        (root / name).write_text("#!/bin/sh\nexit 3\n")
+        (root / name).chmod(0o755)
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "OAUTH_", "SPACE_", "CAPTURE_", "VIEWER_"))}
     env.update(p.env)
@@ -81,7 +92,7 @@ def sweep(tmp_path_factory):
         "VIEWER_HUB_CACHE": str(root / "hub"), "CAPTURE_OUT_ROOT": str(root / "captures"),
         "GRADIO_TEMP_DIR": str(root / "gradio"), "TMPDIR": str(root / "tmp"),
         "CAPTURE_ALLOW_USERS": OWNER, "VIEWER_PLOT_DEFER_S": "0", "CAPTURE_AUTO_SETUP": "0", "CAPTURE_MAX_WALL_S": "20",
-        "CAPTURE_VLLM_PYTHON": str(root / "no-vllm" / "python"), "CAPTURE_OPENCODE": str(root / "no-opencode"),
+        "CAPTURE_VLLM_PYTHON": str(root / "vllm-python"), "CAPTURE_OPENCODE": str(root / "opencode"),
         "SWEEP_MARKERS": f"{p.marker},{p.folder}", "PYTHONPATH": str(REPO),
     })
     watch = kit.OpenWatch(p.folder)
@@ -96,6 +107,13 @@ def sweep(tmp_path_factory):
         run.uploaded = [anon.upload(f"{p.marker}.zip", kit.hostile_zip(p, data_root)),
                         anon.upload("..%2F..%2Fx;$(id).txt", b"../../etc/passwd\n" + str(p.file).encode())]
         run.check("upload")
+        # Gradio's own routes with server paths and internal URLs (its policing, pinned to 6.31.0)
+        for route in (f"/gradio_api/file={p.file}", "/gradio_api/file=/proc/self/environ",
+                      f"/gradio_api/file={data_root}/../outside-the-data-root/secret.txt",
+                      "/gradio_api/proxy=http://169.254.169.254/latest/meta-data/",
+                      f"/gradio_api/proxy=http://127.0.0.1:{canary.port}/", f"/file={p.file}"):
+            r = anon.http.get(route)
+            run.check(f"GET {route} ({r.status_code})", r.text)
         full = run.groups()
 
         def visitor(events: list[dict]) -> None:  # one browser tab, its own session and state
@@ -124,6 +142,7 @@ def sweep(tmp_path_factory):
                 v.close()
         run.check("the end")
         run.result.findings = run.findings()
+        (root / "findings.txt").write_text("\n".join(run.result.findings) + "\n")  # the whole list, for a reader
         run.result.seconds = time.monotonic() - t0
         yield run, p, server, root
     finally:
@@ -177,3 +196,34 @@ def test_nothing_the_app_wrote_holds_a_secret(sweep):
     written |= {f for sub in ("captures", "gradio", "hub", "hf-home", "tmp", "data") for f in (root / sub).rglob("*")}
     assert len(written) > 0
     assert kit.scan_files(written, p) == []
+
+
+def test_the_checks_see_what_they_are_for(tmp_path):
+    """The kit's judges on hand-made records (what the audit hook writes): each kind of finding is
+    reported, and the app's own business (its folders, its API host, its programs) is not."""
+    p = kit.plant(tmp_path)
+    own = [tmp_path / "tmp"]
+    hostile = kit.hostile_strings(p, tmp_path / "data", 1, 2)
+
+    def judged(*rec):
+        return kit.judge([list(rec) + [None]], p, hostile, str(tmp_path), 2, own, pid=4242)
+
+    assert judged("open", str(p.file), "r", 0) and judged("list", str(p.folder))
+    assert judged("open", "/proc/self/environ", "r", 0) and judged("open", "/proc/4242/environ", "r", 0)
+    assert judged("open", "../../etc/passwd", "r", 0)
+    assert judged("spawn", "subprocess.Popen", ["vllm", "--model", str(p.file)])
+    assert judged("spawn", "subprocess.Popen", ["sh", "-c", f"echo $(id>/tmp/{p.marker})"])
+    assert judged("job", "run_uv_job", ["script.py", "--model", "/proc/self/environ"], {"env": {}, "secrets": {}})
+    assert judged("job", "run_uv_job", ["script.py"], {"env": {}, "secrets": {"HF_TOKEN": p.env["HF_TOKEN"]}})
+    assert judged("connect", "100.100.100.200", 80) and judged("connect", "127.0.0.1", 2)
+    assert judged("resolve", "metadata.google.internal")
+    assert not judged("open", str(tmp_path / "tmp" / f"{p.marker}.zip"), "r", 0)  # an upload in the app's folder
+    assert not judged("open", "/proc/77/environ", "r", 0)  # the capture's orphan scan, not a visitor's path
+    assert not judged("spawn", "subprocess.Popen", ["bwrap", "--version"])
+    assert not judged("resolve", "huggingface.co") and not judged("connect", "127.0.0.1", 7860)
+    assert kit.leaks(f"x{p.env['OAUTH_CLIENT_SECRET']}y", p) == ["OAUTH_CLIENT_SECRET"]
+    assert kit.leaks(f"<p>{p.file_marker}</p>", p) == ["planted file content"]
+    out = tmp_path / "tmp" / "artefact.json"
+    out.parent.mkdir()
+    out.write_text(p.env["SWEEP_CUSTOM_SECRET"])
+    assert kit.scan_files([out], p) == [f"SWEEP_CUSTOM_SECRET written to {out}"]
