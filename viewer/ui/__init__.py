@@ -93,7 +93,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                 capture_tab.build(settings, store, b)
         _present, present_load, present_outputs = presenter.build(settings, store, b)
 
-        def on_load(request: gr.Request):
+        def on_load(request: gr.Request, oauth: gr.OAuthToken | None = None):
             q = dict(request.query_params) if request is not None else {}
             spec = q.get("source") or ""
             index = int(q["turn"]) if str(q.get("turn", "")).isdigit() else None
@@ -106,7 +106,9 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
-            yield from b.open_staged(spec, index, focus, mode, row, note)  # tokens first, the plots after
+            # hf:// links read as the visitor: their own sign-in token, else anonymously (public mode)
+            yield from b.open_staged(spec, index, focus, mode, row, note,  # tokens first, the plots after
+                                     hub_token=getattr(oauth, "token", None))
 
         def on_compare_link(key, request: gr.Request):
             """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""

@@ -306,10 +306,12 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 
-    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = ""):
-        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`)."""
+    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = "",
+                  hub_token: str | None = None):
+        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`); Hub reads
+        with ``hub_token`` (the visitor's sign-in; none: anonymous in public mode)."""
         try:
-            op = open_spec(store, settings, spec, row)
+            op = open_spec(store, settings, spec, row, hub_token=hub_token)
         except (SourceError, ValueError) as e:
             return failure(str(e))
         except Exception as e:  # never let a reader bug take the app down
