@@ -368,3 +368,66 @@ def test_disk_ttl_and_cap_delete_oldest_first(tmp_path, monkeypatch):
     assert not folders[0].exists() and folders[1].exists()
     assert set(keep.sweep(lim, now=time.time() + 120)) == set(folders[1:])  # unused past the TTL
     assert not any(p.exists() for p in folders)
+
+
+# ================================================================ 5. the app: session end, drift scan of "every row"
+@pytest.fixture(scope="module")
+def public_app(tmp_path_factory):
+    """The real app in public mode on loopback, launched as app.py does."""
+    from conftest import free_port
+    from viewer.ui import create_app, launch_kwargs
+
+    root = tmp_path_factory.mktemp("public-root")
+    for i in range(4):
+        shutil.copytree(SAMPLE_DIR / "qwen3-tiny", root / "caps" / f"c{i}")
+    settings = Settings(public=True, data_root=str(root), capture_out_root=str(tmp_path_factory.mktemp("caps")))
+    demo = create_app(settings)
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True,
+                            **launch_kwargs(settings))
+    yield demo, url.rstrip("/")
+    demo.close()
+
+
+def _wait(cond, timeout=60.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def test_upload_folder_is_deleted_when_the_session_ends(public_app, tmp_path):
+    import httpx
+    from gradio_client import Client, handle_file
+
+    from viewer.sources.keep import KEEP
+
+    demo, url = public_app
+    assert demo.delete_cache == (900, 3600)  # Gradio's own copies of uploads go after the public TTL
+    client = Client(url + "/", verbose=False)
+    client.predict([handle_file(str(SAMPLE_DIR / "qwen3-tiny" / "trace.json"))], "", api_name="/open_upload")
+    mine = KEEP.kept(client.session_hash)
+    assert len(mine) == 1 and mine[0].name.startswith("ri-upload-") and (mine[0] / "trace.json").is_file()
+    # the browser's heartbeat stream for this session; closing it is what closing the tab does
+    with httpx.Client(timeout=30) as http:
+        with http.stream("GET", f"{url}/gradio_api/heartbeat/{client.session_hash}") as resp:
+            next(resp.iter_bytes())
+    assert _wait(lambda: not mine[0].exists()), "the upload folder outlived its session"
+    assert KEEP.kept(client.session_hash) == []
+
+
+def test_public_drift_scan_of_every_row_is_capped(public_app, monkeypatch):
+    from gradio_client import Client
+
+    _demo, url = public_app
+    monkeypatch.setenv("VIEWER_BUDGET_ROWS_SCANNED", "2")
+    client = Client(url + "/", verbose=False)
+    # a blank row limit (None; the field's minimum is 1, so 0 cannot be sent) meant "every row"
+    out = client.predict("folder of captures", "caps", "", None, None, "local", api_name="/drift_scan")
+    summary, table = out[0], out[1]  # (the scan id is a State: not part of the API)
+    rollouts = {row[0] for row in table["data"]}
+    assert len(rollouts) == 2, rollouts
+    assert "rows_scanned" in summary

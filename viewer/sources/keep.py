@@ -64,9 +64,10 @@ class Keep:
                 if p == k or p.is_relative_to(k):
                     self._items[k] = (s, time.time())
 
-    def kept(self) -> list[Path]:
+    def kept(self, session: str | None = None) -> list[Path]:
+        """Every folder kept (or only browser session ``session``'s)."""
         with self._lock:
-            return list(self._items)
+            return [p for p, (s, _) in self._items.items() if session is None or s == session]
 
     def _remove(self, paths: list[Path]) -> list[Path]:
         with self._lock:
