@@ -431,3 +431,17 @@ def test_public_drift_scan_of_every_row_is_capped(public_app, monkeypatch):
     rollouts = {row[0] for row in table["data"]}
     assert len(rollouts) == 2, rollouts
     assert "rows_scanned" in summary
+
+
+def test_public_multi_file_upload_bytes_are_counted_together(tmp_path, public):
+    from viewer.sources.upload import intake_files
+
+    small = Settings(public=True, data_root=public.data_root, max_upload_mb=1)
+    files = []
+    for i in range(3):  # each under the 1 MB limit, 1.5 MB together
+        f = tmp_path / "parts" / f"p{i}.json"
+        f.parent.mkdir(exist_ok=True)
+        f.write_bytes(b" " * (512 * 1024))
+        files.append(f)
+    with pytest.raises(UploadRefused, match="in all, over the 1 MB"):
+        intake_files(files, tmp_path / "dest", small)

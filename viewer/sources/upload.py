@@ -115,13 +115,19 @@ def intake_files(paths: list[str | Path], dest: str | Path, settings: Settings |
     (what to open, or None when nothing was usable; notes for the status line).
 
     The upload may hold at most the ``upload_files`` budget of files (each file within
-    ``max_upload_mb``); one file (or one zip) opens as itself, several form one capture folder."""
+    ``max_upload_mb``; on a public app all of them together too); one file (or one zip) opens
+    as itself, several form one capture folder."""
     settings = settings or Settings()
     paths = [p for p in (paths or []) if p]
     lim = limits(settings.public_mode())
     if len(paths) > lim.upload_files:
         raise UploadRefused(f"{len(paths):,} files in one upload, over the {lim.upload_files:,.0f} files an upload "
                             f"may hold (budget upload_files, {env_name('upload_files')}); upload a zip or fewer files")
+    if settings.public_mode():  # a public visitor's whole upload, not just each file, within the limit
+        total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
+        if total > settings.max_upload_mb * 1048576:
+            raise UploadRefused(f"{len(paths)} files of {total / 1048576:.1f} MB in all, over the "
+                                f"{settings.max_upload_mb} MB an upload may hold on this public app")
     notes: list[str] = []
     roots: list[Path] = []
     for f in paths:
@@ -129,6 +135,9 @@ def intake_files(paths: list[str | Path], dest: str | Path, settings: Settings |
             got = intake_upload(f, dest, settings)
         except UploadRefused as e:
             notes.append(str(e))
+            continue
+        except OSError as e:  # the uploaded file vanished or cannot be read: say so, keep the rest
+            notes.append(f"{Path(f).name}: cannot read this upload ({e.strerror or e})")
             continue
         roots.append(got.root)
         notes += [str(p) for p in got.problems]
