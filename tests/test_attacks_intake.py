@@ -445,3 +445,23 @@ def test_public_multi_file_upload_bytes_are_counted_together(tmp_path, public):
         files.append(f)
     with pytest.raises(UploadRefused, match="in all, over the 1 MB"):
         intake_files(files, tmp_path / "dest", small)
+
+
+def test_public_tokenizer_fetches_from_the_hub_use_no_token(public, monkeypatch):
+    """A model name a visitor typed (a capture's tokenizer) or a tokenizer override is fetched from
+    the Hub as nobody: huggingface_hub's real snapshot_download is replaced only to record its token."""
+    import huggingface_hub
+
+    from viewer.capture import tokfiles
+    from viewer.tokenizer.choice import resolve_tokenizer
+
+    seen = []
+
+    def snapshot_download(repo_id, *a, **kw):
+        seen.append(kw.get("token", "not passed: HF_TOKEN"))
+        raise FileNotFoundError(repo_id)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    tokfiles.locate("owner/gated-model", online=True)
+    resolve_tokenizer(None, "owner/gated-model", online=True, public=True, data_root=public.data_root)
+    assert seen == [False, False]
