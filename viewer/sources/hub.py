@@ -172,6 +172,13 @@ class BudgetedFS:
         return data
 
 
+def _token_hint() -> str:
+    """How a reader gets access: their own sign-in on a public app, HF_TOKEN on their machine."""
+    from viewer.config import Settings
+
+    return "sign in with Hugging Face" if Settings.from_env().public_mode() else "set HF_TOKEN"
+
+
 def hub_call(spec: HubSpec, fn: Callable[[], Any]) -> Any:
     """Run a filesystem call, turning Hub/network exceptions into one clear HubError."""
     try:
@@ -184,13 +191,13 @@ def hub_call(spec: HubSpec, fn: Callable[[], Any]) -> Any:
             raise HubError(f"{spec}: offline mode is on (HF_HUB_OFFLINE=1); the Hub cannot be reached") from None
         if "GatedRepoError" in names:
             raise HubError(f"{spec}: dataset {spec.repo} is gated: accept its conditions on huggingface.co "
-                           "and set HF_TOKEN") from None
+                           f"and {_token_hint()}") from None
         if "RepositoryNotFoundError" in names:
-            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: set HF_TOKEN)") from None
+            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: {_token_hint()})") from None
         if "RevisionNotFoundError" in names:
             raise HubNotFound(f"{spec}: revision {spec.revision!r} not found") from None
         if ("EntryNotFoundError" in names or isinstance(e, FileNotFoundError)) and not spec.path:
-            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: set HF_TOKEN)") from None
+            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: {_token_hint()})") from None
         if "EntryNotFoundError" in names or isinstance(e, FileNotFoundError):
             raise HubNotFound(f"{spec}: no such file or folder in {spec.repo}") from None
         if isinstance(e, (ConnectionError, TimeoutError)) or "ConnectError" in names or "HTTPError" in names:
