@@ -173,7 +173,7 @@ class CaptureJob:
                 if not s.endpoint:
                     raise BackendError("--endpoint URL is required with --backend endpoint")
                 backend = Endpoint(s.endpoint, served_name="" if s.model in ("", "tiny-qwen3") else s.model,
-                                   token=s.token, log=self.log)
+                                   token=s.token, log=self.log, public=s.public_app)
             else:
                 raise BackendError(f"backend {s.backend!r} runs through viewer.capture.hf_jobs, not CaptureJob")
             no_sandbox = sandbox_mod.unavailable() if s.sandbox else "turned off for this capture (--no-sandbox)"
@@ -205,7 +205,7 @@ class CaptureJob:
             t0 = self._enter("agent")
             cfg = ProxyConfig(upstream=url, trace_path=self.out / PROXY_TRACE, top_logprobs=s.top_logprobs,
                               script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {},
-                              logit_bias=bias)
+                              logit_bias=bias, pin=backend.pin if isinstance(backend, Endpoint) else None)
             self._proxy = ProxyServer(cfg, on_record=lambda r: self.log(
                 f"call {r.get('turn')} ({r.get('kind')}): {len(r.get('completion_token_ids') or [])} tokens, "
                 f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else "")))
@@ -233,7 +233,8 @@ class CaptureJob:
 
                 self._records = read_records(self.out / PROXY_TRACE)
                 n = rescore_records(self._records, url, s.top_logprobs,
-                                    backend.headers() if isinstance(backend, Endpoint) else {})
+                                    backend.headers() if isinstance(backend, Endpoint) else {},
+                                    transport=backend.transport() if isinstance(backend, Endpoint) else None)
                 self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
                 self.timings["rescore_s"] = round(time.perf_counter() - t0, 3)
 
