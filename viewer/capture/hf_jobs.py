@@ -150,12 +150,14 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
         (out / "summary.json").write_text(json.dumps(summ, indent=2, ensure_ascii=False))
         return summ
 
-    from viewer.visitor import VisitorError, repo_id
+    from viewer.visitor import FLAVOR, VisitorError, repo_id
 
     try:  # the repo is used as a repo id by this server (download), so it is checked here too
         repo_id("results_repo", spec.results_repo)
     except VisitorError as e:
         return finish("failed", f"hf-jobs needs a results dataset repo (--results-repo OWNER/NAME): {e}")
+    if not FLAVOR.fullmatch(spec.flavor or ""):
+        return finish("failed", f"{spec.flavor!r} is not a hardware flavor name (e.g. a100-large)")
     if not token:
         return finish("failed", "hf-jobs needs a Hugging Face token (the token field or HF_TOKEN)")
     if api is None:
