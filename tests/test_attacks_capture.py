@@ -266,6 +266,56 @@ def test_finished_jobs_forget_the_token_and_are_pruned(tmp_path, monkeypatch):
     assert len(r.jobs) <= kept + 1 and r.get(first) is None  # (+1: the last one, pruned by the next start)
 
 
+# ------------------------------------------------------------------- entry points (one validator)
+def test_capture_cli_goes_through_the_validator(tmp_path, capsys, monkeypatch):
+    """``python -m viewer capture`` refuses a server path as a model for hf-jobs (exit 2, the flag named)
+    before anything is launched."""
+    from viewer.cli import main
+
+    monkeypatch.setenv("HF_TOKEN", "hf_owner")
+    assert main(["capture", "--backend", "hf-jobs", "--model", "/proc/self/environ", "--results-repo", "me/x",
+                 "--out", str(tmp_path / "o")]) == 2
+    assert "--model" in capsys.readouterr().err
+    assert main(["capture", "--backend", "hf-jobs", "--results-repo", "/etc/passwd", "--out", str(tmp_path / "o")]) == 2
+    assert "--results-repo" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.fixture
+def public_tab(monkeypatch, tmp_path):
+    """The Capture tab's start handler as a signed-in visitor calls it on a Space."""
+    monkeypatch.setenv("SPACE_ID", "owner/app")
+    monkeypatch.setenv("SYSTEM", "spaces")
+    for k, v in dict(OAUTH_CLIENT_ID="x", OAUTH_CLIENT_SECRET="y", OAUTH_SCOPES="openid profile",
+                     OPENID_PROVIDER_URL="https://huggingface.co").items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("CAPTURE_OUT_ROOT", str(tmp_path / "caps"))
+    from viewer.config import Settings
+    from viewer.ui import create_app
+
+    demo = create_app(Settings.from_env())
+    fn = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_start")
+    return fn, tmp_path / "caps"
+
+
+@pytest.mark.parametrize("field,value", [("model", "/proc/self/environ"), ("repo", "/etc/passwd"),
+                                         ("instr", "y" * 30_000), ("idx", 10**9)])
+def test_capture_tab_refuses_hostile_fields_before_starting(public_tab, field, value):
+    from viewer.capture.runner import RUNNER
+
+    fn, caps = public_tab
+    args = dict(backend_v="hf-jobs", model_v="Qwen/Qwen3-8B", endpoint_v="", idx=0, deep=False, scr=False, instr="",
+                a_to=300, mtok=1024, token_v="", repo_v="alice/captures", pieces_v=False)
+    args[{"model": "model_v", "repo": "repo_v", "instr": "instr", "idx": "idx"}[field]] = value
+    before = set(RUNNER.jobs)
+    out = fn(*args.values(), SimpleNamespace(session_hash="s"), SimpleNamespace(username="alice"),
+             SimpleNamespace(token="hf_alice"))
+    assert set(RUNNER.jobs) == before, "a capture was started with a hostile field"
+    html = json.dumps(out, default=str)
+    assert "Not started" in html and not (caps.exists() and any(caps.iterdir()))
+
+
+
 # ----------------------------------------------------------------------------------- endpoint
 @pytest.mark.parametrize("url", ["http://100.100.100.200/latest", "http://100.64.0.1:8000", "http://192.0.0.8",
                                  "http://[2002:a9fe:a9fe::1]:80", "http://[::ffff:127.0.0.1]:8000",
