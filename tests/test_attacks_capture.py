@@ -421,3 +421,19 @@ def test_pinned_endpoint_keeps_the_name_in_the_host_header(internal_server, monk
 
     assert asyncio.run(go()) == 200
     assert _Recorder.seen == [("/v1/models", f"model.example:{port}"), ("/health", f"model.example:{port}")]
+
+
+def test_public_endpoint_served_name_never_names_a_server_folder(tmp_path):
+    """An allowed user's endpoint answers /v1/models with a server path as its model id: on a public
+    app the capture must not look for (and ship) a tokenizer in that folder."""
+    from viewer.capture import tokfiles
+    from viewer.capture.spec import CaptureSpec
+
+    folder = tmp_path / "owner-model"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text('{"planted": "%s"}' % PLANTED)
+    spec = CaptureSpec(out=str(tmp_path / "o"), backend="endpoint", model="", public_app=True)
+    src, _where = tokfiles.locate(*spec.tokenizer_names(str(folder), None))
+    assert src != folder.resolve()
+    local = CaptureSpec(out=str(tmp_path / "o"), backend="endpoint", model="")
+    assert tokfiles.locate(*local.tokenizer_names(str(folder), None))[0] == folder.resolve()  # a local user's folder

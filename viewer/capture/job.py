@@ -232,9 +232,9 @@ class CaptureJob:
                 from viewer.capture.rescore import rescore_records
 
                 self._records = read_records(self.out / PROXY_TRACE)
-                n = rescore_records(self._records, url, s.top_logprobs,
-                                    backend.headers() if isinstance(backend, Endpoint) else {},
-                                    transport=backend.transport() if isinstance(backend, Endpoint) else None)
+                ep = backend if isinstance(backend, Endpoint) else None
+                n = rescore_records(self._records, url, s.top_logprobs, ep.headers() if ep else {},
+                                    transport=ep.transport() if ep else None)
                 self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
                 self.timings["rescore_s"] = round(time.perf_counter() - t0, 3)
 
@@ -306,7 +306,7 @@ class CaptureJob:
         """Copy the served model's tokenizer into ``out/tokenizer`` (self-contained artefacts)."""
         s = self.spec
         model_dir = backend.model_dir() if isinstance(backend, LocalVLLM) else None
-        src, where = tokfiles.locate(s.tokenizer, model_dir, served, s.model)
+        src, where = tokfiles.locate(*s.tokenizer_names(served, model_dir))
         if src is None:
             self._tokenizer = {"source": None, "problem": where}
             self.log(f"WARNING: {where}: the capture folder will show ids only (pass --tokenizer)")

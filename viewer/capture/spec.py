@@ -77,6 +77,17 @@ class CaptureSpec:
     # started on a public app: an endpoint is pinned to a checked, globally routable address
     public_app: bool = False
 
+    def tokenizer_names(self, served: str, model_dir: str | None) -> tuple[Any, ...]:
+        """Where to look for the tokenizer, in order: the tokenizer, the built model's folder, the served
+        name, the model. On a public app no name may be a server folder: the served name comes from the
+        endpoint, i.e. from a visitor."""
+        def ok(n: str | None) -> str | None:
+            if self.public_app and n and (str(n)[:1] in "/.~" or Path(str(n)).exists()):
+                return None
+            return n
+
+        return ok(self.tokenizer), model_dir, ok(served), ok(self.model)
+
     def public(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("token", None)
