@@ -204,7 +204,8 @@ def capture_spec(settings: Settings, *, out: str, public: bool, token: str = "",
     n_prompts = bounded_int("n_prompts", raw.get("n_prompts"), 1, 100_000, 64)
     hi = (_bundled_count() if task_source == "bundled" else n_prompts) - 1
     task_index = bounded_int("task_index", raw.get("task_index"), 0, max(hi, 0), 0)
-    max_wall = float(s.capture_max_wall_s or 86_400)
+    # an app's capture ends at CAPTURE_MAX_WALL_S anyway; a local user's CLI run may be long
+    max_wall = float(s.capture_max_wall_s or 86_400) if public else 7 * 86_400.0
     commands = raw.get("script_commands") or []
     if commands and public:
         raise VisitorError("script_commands", "not available on a public app")

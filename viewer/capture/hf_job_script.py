@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
-                                                          flush=True))
+                                                          file=sys.stderr, flush=True))
     code = 0 if summary.get("status") == "ok" else 1
     print(f"capture exit code {code}", flush=True)
     if repo or os.environ.get("CAPTURE_PUSH_DIR"):
