@@ -437,3 +437,20 @@ def test_public_endpoint_served_name_never_names_a_server_folder(tmp_path):
     assert src != folder.resolve()
     local = CaptureSpec(out=str(tmp_path / "o"), backend="endpoint", model="")
     assert tokfiles.locate(*local.tokenizer_names(str(folder), None))[0] == folder.resolve()  # a local user's folder
+
+
+def test_recording_proxy_uses_the_pin(internal_server, tmp_path):
+    """The recording proxy (what the agent's calls go through) connects to the pinned address too:
+    the upstream name does not resolve here, so only the pin can reach the server."""
+    import httpx
+
+    from viewer.capture.backends import Pin
+    from viewer.capture.proxy import ProxyConfig, ProxyServer
+
+    port = internal_server.server_address[1]
+    cfg = ProxyConfig(upstream=f"http://model.example:{port}", trace_path=tmp_path / "trace.jsonl",
+                      pin=Pin("model.example", "127.0.0.1"))
+    with ProxyServer(cfg) as proxy, httpx.Client(trust_env=False, timeout=30) as c:
+        r = c.get(proxy.url + "/models")
+    assert r.status_code == 200 and r.json()["data"][0]["id"] == "served-model"
+    assert _Recorder.seen == [("/v1/models", f"model.example:{port}")]
