@@ -121,7 +121,8 @@ def planted(tmp_path, monkeypatch):
 HOSTILE = ["/proc/self/environ", "{planted}", "server-secret.txt"]
 
 
-@pytest.mark.parametrize("field", ["model", "instruction", "tokenizer", "results_repo", "flavor", "logprobs_mode"])
+@pytest.mark.parametrize("field", ["model", "instruction", "tokenizer", "results_repo", "flavor", "logprobs_mode",
+                                   "task_source", "endpoint", "task_index", "steps"])
 @pytest.mark.parametrize("value", HOSTILE)
 def test_hf_jobs_uploads_only_the_apps_own_job_files(tmp_path, planted, field, value):
     """Hole 1: whatever a spec field holds, the real run_uv_job uploads only the files the app
@@ -146,7 +147,9 @@ def test_hf_jobs_uploads_only_the_apps_own_job_files(tmp_path, planted, field, v
         cmd = " ".join(api.commands[0])
         assert value not in cmd and str(planted) not in cmd  # the value travels only inside job_spec.json
         doc = json.loads(api.uploaded_bytes[[Path(p).name for p, _ in api.uploads].index("job_spec.json")])
-        assert value in json.dumps(doc)
+        from viewer.capture.hf_jobs import SPEC_FIELDS
+
+        assert (value in json.dumps(doc)) == (field in SPEC_FIELDS)  # data in the spec file, or not sent
 
 
 def test_hf_jobs_result_download_is_bounded(tmp_path, planted, monkeypatch):
