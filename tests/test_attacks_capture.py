@@ -457,3 +457,14 @@ def test_recording_proxy_uses_the_pin(internal_server, tmp_path):
         r = c.get(proxy.url + "/models")
     assert r.status_code == 200 and r.json()["data"][0]["id"] == "served-model"
     assert _Recorder.seen == [("/v1/models", f"model.example:{port}")]
+
+
+def test_public_hf_job_never_falls_back_to_the_spaces_token(tmp_path, monkeypatch):
+    """A public app's job runs under the visitor's sign-in only: with none, nothing is launched,
+    even though the Space has HF_TOKEN."""
+    from viewer.capture.hf_jobs import run_remote
+
+    monkeypatch.setenv("HF_TOKEN", "hf_SPACE_OWNER")
+    api = NetlessHfApi()
+    s = run_remote(_spec(tmp_path, token="", public_app=True), api=api, poll_s=0)
+    assert s["status"] == "failed" and "token" in s["error"] and api.uploads == [] and api.commands == []

@@ -70,6 +70,9 @@ def test_local_mode_keeps_folders_loopback_and_the_cli_defaults(tmp_path):
                      script_commands=["echo hi"], sandbox=False)
     assert s.model == str(model.resolve()) and s.tokenizer == str(model.resolve()) and not s.sandbox
     assert s.script_commands == ["echo hi"] and not s.public_app and not s.require_sandbox
+    assert capture_spec(Settings(), out="o", public=False, model="gpt2").model == "gpt2"  # an owner-less Hub name
+    with pytest.raises(VisitorError):
+        capture_spec(Settings(), out="o", public=True, backend="local", model="gpt2")
     e = capture_spec(Settings(), out="o", public=False, backend="endpoint", endpoint="http://127.0.0.1:8000")
     assert e.endpoint == "http://127.0.0.1:8000"
     with pytest.raises(VisitorError):  # a folder is not a model on a public app

@@ -97,6 +97,8 @@ def model_name(value: Any, backend: str, public: bool, default: str = "tiny-qwen
         p = Path(v).expanduser()
         if p.is_dir():
             return str(p.resolve())
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}", v) and ".." not in v:
+            return v  # a Hub name without an owner (gpt2): a local user's own vLLM resolves it
         raise VisitorError(name, f"{v!r}: not a listed model ({', '.join(MODELS)}), a Hub repo id, or a model folder")
     raise VisitorError(name, f"{v!r}: not a listed model ({', '.join(MODELS)}) or a Hub repo id (OWNER/NAME)")
 
