@@ -392,10 +392,12 @@ def test_hf_job_script_runs_locally_on_cpu(vllm, tmp_path):
     # on a job machine --setup installs opencode and sets CAPTURE_OPENCODE; here we point at ours
     env = {**os.environ, "CAPTURE_PUSH_DIR": str(tmp_path / "pushed"), "PYTHONPATH": "",
            "CAPTURE_OPENCODE": str(find_opencode())}
-    r = subprocess.run([sys.executable, str(JOB_SCRIPT), "--bundle", str(bundle), "--run-name", "run1", "--",
-                        "--backend", "endpoint", "--endpoint", vllm.url, "--model", "tiny-qwen3", "--task-index", "2",
-                        "--scripted", "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env,
-                       timeout=400, cwd=tmp_path)
+    # the capture as data, as the launcher writes it (viewer.capture.hf_jobs.job_files)
+    spec = tmp_path / "job_spec.json"
+    spec.write_text(json.dumps({"run_name": "run1", "results_repo": "", "capture": {
+        "backend": "endpoint", "endpoint": vllm.url, "model": "tiny-qwen3", "task_index": 2, "scripted": True}}))
+    r = subprocess.run([sys.executable, str(JOB_SCRIPT), "--bundle", str(bundle), "--spec", str(spec)],
+                       capture_output=True, text=True, env=env, timeout=400, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     pushed = tmp_path / "pushed" / "run1"
     s = json.loads((pushed / "summary.json").read_text())

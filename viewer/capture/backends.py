@@ -25,7 +25,8 @@ import httpx
 from viewer.capture.models import MODELS, ensure_model, repo_root
 from viewer.capture.procs import popen, stop_group
 
-__all__ = ["BackendError", "LocalVLLM", "Endpoint", "cuda_available", "vllm_python", "free_port", "vllm_command"]
+__all__ = ["BackendError", "LocalVLLM", "Endpoint", "cuda_available", "vllm_python", "free_port", "vllm_command",
+           "Pin", "PinnedTransport", "AsyncPinnedTransport"]
 
 Log = Callable[[str], None]
 
@@ -36,6 +37,42 @@ class BackendError(RuntimeError):
 
 class CaptureCancelled(Exception):
     """The user cancelled the capture (any phase); artefacts so far are kept."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """Connect to ``address`` for requests to ``host`` (the address the policy checked): the URL
+    keeps the name, so the Host header and TLS SNI/certificate check use the name."""
+
+    host: str
+    address: str
+
+    def rewrite(self, request: httpx.Request) -> None:
+        if request.url.host != self.host:  # a redirect or a typo must not reach another host
+            raise httpx.ConnectError(f"{request.url.host}: not the checked endpoint host {self.host}",
+                                     request=request)
+        request.extensions = {**request.extensions, "sni_hostname": self.host}
+        request.url = request.url.copy_with(host=self.address)  # Host header was set from the name
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    def __init__(self, pin: Pin, **kw) -> None:
+        super().__init__(**kw)
+        self.pin = pin
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.pin.rewrite(request)
+        return super().handle_request(request)
+
+
+class AsyncPinnedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, pin: Pin, **kw) -> None:
+        super().__init__(**kw)
+        self.pin = pin
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.pin.rewrite(request)
+        return await super().handle_async_request(request)
 
 
 def free_port() -> int:
@@ -161,16 +198,35 @@ class Endpoint:
     served_name: str = ""
     token: str = ""  # sent upstream by the proxy, never written anywhere
     log: Log = field(default=lambda s: None)
+    # public app: the host is resolved once here, every address checked (policy.pin_endpoint),
+    # and every connection of this capture (this check, the proxy, the rescore) goes to it
+    public: bool = False
+    pin: Pin | None = None
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def transport(self) -> httpx.HTTPTransport | None:
+        return PinnedTransport(self.pin) if self.pin else None
+
+    def async_transport(self) -> httpx.AsyncHTTPTransport | None:
+        return AsyncPinnedTransport(self.pin) if self.pin else None
+
     def start(self) -> str:
+        from viewer.capture.policy import EndpointRefused, pin_endpoint
+
         base = self.url.rstrip("/")
         if base.endswith("/v1"):
             base = base[:-3]
         try:
-            with httpx.Client(timeout=15, trust_env=False) as c:
+            pinned = pin_endpoint(base, self.public)
+        except EndpointRefused as e:
+            raise BackendError(f"endpoint refused: {e}") from None
+        self.pin = Pin(*pinned) if pinned else None
+        if self.pin:
+            self.log(f"endpoint {self.pin.host} pinned to {self.pin.address}")
+        try:
+            with httpx.Client(timeout=15, trust_env=False, transport=self.transport()) as c:
                 r = c.get(base + "/v1/models", headers=self.headers())
         except httpx.HTTPError as e:
             raise BackendError(f"endpoint {base} unreachable: {type(e).__name__}: {e}") from None
