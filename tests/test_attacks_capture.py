@@ -292,6 +292,10 @@ def public_tab(monkeypatch, tmp_path):
     for k, v in dict(OAUTH_CLIENT_ID="x", OAUTH_CLIENT_SECRET="y", OAUTH_SCOPES="openid profile",
                      OPENID_PROVIDER_URL="https://huggingface.co").items():
         monkeypatch.setenv(k, v)
+        # gradio.oauth reads these once, at its import: an earlier test may have imported it without them
+        import gradio.oauth
+
+        monkeypatch.setattr(gradio.oauth, k, v, raising=False)
     monkeypatch.setenv("CAPTURE_OUT_ROOT", str(tmp_path / "caps"))
     from viewer.config import Settings
     from viewer.ui import create_app
