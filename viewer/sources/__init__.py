@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from viewer.budgets import BudgetExceeded
 from viewer.config import Settings
 from viewer.rollout import Problem, Rollout
 from viewer.sources.layout import RECORD_NAMES
@@ -138,6 +139,8 @@ class DatasetSource:
                 ro = read_capture(self.capture, self.settings)
             except CaptureUnreadable as e:
                 raise SourceError(str(e)) from None
+            except BudgetExceeded as e:
+                raise SourceError(f"{self.label}: {e}") from None
             ro.source = self.label
             return ro
         chosen = self.default_row() if row is None else int(row)
@@ -147,7 +150,7 @@ class DatasetSource:
             n = self.dataset.known_rows()
             raise SourceNotFound(f"{self.label}: row {chosen} is past the end"
                                  + (f" ({n} rows)" if n is not None else "")) from None
-        except RowReadError as e:
+        except (RowReadError, BudgetExceeded) as e:
             raise SourceError(f"{self.label}: {e}") from None
         except OSError as e:
             raise SourceError(f"{self.label}: cannot read row {chosen}: {e}") from None
@@ -162,8 +165,12 @@ class DatasetSource:
             raise SourceError(f"{self.label}: row {chosen}: {self.format.name} reader failed: "
                               f"{type(e).__name__}: {e}") from None
         override = tokenizer_override or self.settings.tokenizer or None
-        ro = to_rollout(conv, source=f"{self.label} row {chosen}", fmt=self.format.name,
-                        label=f"{self.label} row {chosen}", tokenizer_override=override)
+        try:
+            ro = to_rollout(conv, source=f"{self.label} row {chosen}", fmt=self.format.name,
+                            label=f"{self.label} row {chosen}", tokenizer_override=override,
+                            limits=self.settings.limits())
+        except BudgetExceeded as e:
+            raise SourceError(f"{self.label}: row {chosen}: {e}") from None
         ro.meta.update(dataset=self.label, row=chosen, alternatives=self.alternatives)
         if row is None and (self.dataset.known_rows() or 0) > 1:
             ro.meta["row_note"] = f"row {chosen} of a dataset of many rows (choose one with --row)"
@@ -212,7 +219,7 @@ def _row_source(ds, label: str, settings: Settings, fmt: str | None, note: str) 
         first = None
         if ds.files[0].kind != "parquet" or fmt in (None, "auto"):
             first = ds.read_rows([0])[0][1] if len(ds.files) and ds.count(ds.files[0]) else None
-    except RowReadError as e:
+    except (RowReadError, BudgetExceeded) as e:
         raise SourceError(f"{label}: {e}") from None
     except OSError as e:
         raise SourceError(f"{label}: cannot read: {e}") from None
@@ -231,7 +238,8 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
 
     settings = settings or Settings()
     text = str(spec)
-    kw = dict(max_file_mb=settings.max_file_mb, max_cell_mb=min(256, settings.max_file_mb), progress=progress)
+    kw = dict(max_file_mb=settings.max_file_mb, max_cell_mb=min(256, settings.max_file_mb), progress=progress,
+              limits=settings.limits())
     if text.startswith("hf://"):
         try:
             hs = hub.parse_hf(text)
@@ -243,7 +251,7 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
                 local = hub.fetch_capture(fs, hs, files, progress)
                 return DatasetSource(text, settings, capture=local, note=f"capture files fetched into {local}")
             chosen, note = hub.select_data_files(files, split=split, config=config,
-                                                 configs=None if is_file else hub._readme_configs(fs, hs))
+                                                 configs=None if is_file else hub._readme_configs(fs, hs, settings.limits()))
             if not chosen:
                 raise SourceError(f"{text}: no parquet, JSONL or JSON data files "
                                   f"(files: {', '.join(sorted(files)[:10]) or 'none'})")

@@ -20,12 +20,43 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
 
 DATA_EXTS = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 _BLOCK = 1 << 20
+_BATCH_ROWS = 64  # rows decoded at a time while a row group is read (the budget is checked per batch)
+
+
+class _ByteCounter:
+    """Bytes read through the dataset's file objects (see RowDataset.__init__ for why it is its own object)."""
+
+    __slots__ = ("n",)
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def add(self, k: int) -> None:
+        self.n += k
+
+
+def _default_limits() -> Limits:
+    from viewer.config import Settings
+
+    return Settings.from_env().limits()
+
+
+def group_uncompressed(pf, g: int, cols: Sequence[str] | None) -> int:
+    """Bytes row group ``g`` decompresses to (the columns ``cols``, or all), per the file's footer."""
+    rg = pf.metadata.row_group(g)
+    total = 0
+    for i in range(rg.num_columns):
+        c = rg.column(i)
+        if cols is None or c.path_in_schema.split(".")[0] in cols:
+            total += max(int(c.total_uncompressed_size or 0), 0)
+    return total
 
 
 class RowReadError(Exception):
@@ -67,7 +98,8 @@ class RowDataset:
     """
 
     def __init__(self, fs, files: Sequence[DataFile], label: str, *, max_cell_mb: float = 256,
-                 max_file_mb: float = 1024, progress: Callable[[str], None] | None = None):
+                 max_file_mb: float = 1024, progress: Callable[[str], None] | None = None,
+                 limits: Limits | None = None):
         if not files:
             raise ValueError("no data files")
         self.fs = fs
@@ -75,7 +107,12 @@ class RowDataset:
         self.label = label
         self.max_cell_bytes = int(max_cell_mb * 1024 * 1024)
         self.max_file_bytes = int(max_file_mb * 1024 * 1024)
-        self.bytes_read = 0
+        # The byte count lives in its own object: the parquet file objects (held by ``_pq``)
+        # count into it. Had they called back into the dataset, dataset -> ParquetFile -> the
+        # C++ reader -> file -> dataset would be a cycle through C++ that gc never sees, and
+        # every dataset with its decoded row group would stay in memory for ever (issue 26).
+        self._counter = _ByteCounter()
+        self.limits = limits if limits is not None else _default_limits()
         self.progress = progress
         self._lock = threading.RLock()
         self._pq: dict[str, Any] = {}
@@ -83,8 +120,21 @@ class RowDataset:
         self.meta: dict[str, Any] = {}  # e.g. parquet key-value metadata of the first file
 
     # ---------------------------------------------------------------- bookkeeping
-    def _add(self, n: int) -> None:
-        self.bytes_read += n
+    @property
+    def bytes_read(self) -> int:
+        return self._counter.n
+
+    def close(self) -> None:
+        """Drop the open parquet files and the kept row group now (they are freed anyway once
+        the dataset is unreferenced)."""
+        with self._lock:
+            self._group_cache = None
+            pqs, self._pq = list(self._pq.values()), {}
+        for pf in pqs:
+            try:
+                pf.close()
+            except Exception:  # closing is best effort: the file may be gone
+                pass
 
     def _say(self, msg: str) -> None:
         if self.progress is not None:
@@ -94,7 +144,7 @@ class RowDataset:
         self._say(f"fetching {f.name}")
         # No read-ahead cache: every byte asked for is fetched once and counted (pyarrow
         # coalesces the column-chunk ranges it needs with pre_buffer).
-        return CountingFile(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._add)
+        return CountingFile(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._counter.add)
 
     def _parquet(self, f: DataFile):
         pf = self._pq.get(f.path)
@@ -281,13 +331,35 @@ class RowDataset:
             table = self._group_cache[1] if self._group_cache and self._group_cache[0] == key else None
             if table is None:
                 self._say(f"reading row group {g} of {f.name} (rows {starts[g]}..{starts[g] + (f.row_groups or [0])[g] - 1})")
-                try:
-                    table = pf.read_row_group(g, columns=cols, use_threads=False)
-                except (OSError, ValueError) as e:
-                    raise RowReadError(f"{f.name} row group {g}", f"corrupt parquet data: {e}") from None
+                self._group_cache = None  # the previous group goes before the next one is decoded
+                table = self._read_group(pf, f, g, cols)
                 self._group_cache = (key, table)  # one row group kept: the next row is often in it
             for r, k in items:
                 yield r, self._parquet_cell_check(r, f, table.slice(k, 1))
+
+    def _read_group(self, pf, f: DataFile, g: int, cols):
+        """Row group ``g`` decoded, within the ``decompressed_mb`` budget: checked against the
+        footer's uncompressed sizes before anything is read, and again on the decoded batches
+        as they come (a footer may lie; each page's own size bounds one batch)."""
+        what = f"{f.name} row group {g}"
+        self.limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols), f"{what} (per its footer)")
+        budget = self.limits.bytes("decompressed_mb")
+        batches, seen = [], 0
+        try:
+            for b in pf.iter_batches(batch_size=_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
+                seen += b.nbytes
+                if budget and seen > budget:
+                    batches.clear()
+                    self.limits.check_bytes("decompressed_mb", seen, f"{what} (decoded)")
+                batches.append(b)
+            import pyarrow as pa
+
+            return pa.Table.from_batches(batches, schema=batches[0].schema if batches else None) if batches \
+                else pf.read_row_group(g, columns=cols, use_threads=False)
+        except (OSError, ValueError) as e:
+            if isinstance(e, BudgetExceeded):
+                raise
+            raise RowReadError(what, f"corrupt parquet data: {e}") from None
 
     def _parquet_cell_check(self, r: int, f: DataFile, one) -> Any:
         for name, col in zip(one.schema.names, one.columns):
@@ -319,6 +391,8 @@ class RowDataset:
                 r = base
                 # one row group at a time: pre_buffer would otherwise fetch every group up front
                 for g in range(len(f.row_groups or [])):
+                    self.limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols),
+                                            f"{f.name} row group {g} (per its footer)")
                     for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=cols,
                                                  use_threads=False):
                         for rec in batch.to_pylist():
