@@ -108,10 +108,9 @@ def limits(public: bool | None = None, environ: dict[str, str] | None = None) ->
     """The budgets in force: each ``VIEWER_BUDGET_<NAME>`` when set (and not 0), else the mode's
     default. ``public`` None: public mode as the settings say (``VIEWER_PUBLIC`` / ``SPACE_ID``)."""
     env = os.environ if environ is None else environ
-    if public is None:
-        from viewer.config import Settings
-
-        public = Settings.from_env(env).public_mode(env)
+    if public is None:  # what Settings.public_mode says, read here so budgets never import config (no cycle)
+        public = (env.get("VIEWER_PUBLIC") or "").strip().lower() in ("1", "true", "yes", "on") \
+            or bool(env.get("SPACE_ID"))
     vals = []
     for b in BUDGETS:
         raw = (env.get(env_name(b.name)) or "").strip()

@@ -22,43 +22,12 @@ from typing import Any, Callable, Iterator, Sequence
 
 from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
+from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
 
 DATA_EXTS = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 _BLOCK = 1 << 20
-_BATCH_ROWS = 64  # rows decoded at a time while a row group is read (the budget is checked per batch)
-
-
-class _ByteCounter:
-    """Bytes read through the dataset's file objects (see RowDataset.__init__ for why it is its own object)."""
-
-    __slots__ = ("n",)
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def add(self, k: int) -> None:
-        self.n += k
-
-
-def _default_limits() -> Limits:
-    from viewer.config import Settings
-
-    return Settings.from_env().limits()
-
-
-def group_uncompressed(pf, g: int, cols: Sequence[str] | None) -> int:
-    """Bytes row group ``g`` decompresses to (the columns ``cols``, or all), per the file's footer."""
-    rg = pf.metadata.row_group(g)
-    total = 0
-    for i in range(rg.num_columns):
-        c = rg.column(i)
-        if cols is None or c.path_in_schema.split(".")[0] in cols:
-            total += max(int(c.total_uncompressed_size or 0), 0)
-    return total
-
-
 class RowReadError(Exception):
     """One row (or one file) could not be read; ``where`` names the row and field."""
 
@@ -111,8 +80,8 @@ class RowDataset:
         # count into it. Had they called back into the dataset, dataset -> ParquetFile -> the
         # C++ reader -> file -> dataset would be a cycle through C++ that gc never sees, and
         # every dataset with its decoded row group would stay in memory for ever (issue 26).
-        self._counter = _ByteCounter()
-        self.limits = limits if limits is not None else _default_limits()
+        self._counter = ByteCounter()
+        self.limits = limits if limits is not None else default_limits()
         self.progress = progress
         self._lock = threading.RLock()
         self._pq: dict[str, Any] = {}
@@ -332,34 +301,15 @@ class RowDataset:
             if table is None:
                 self._say(f"reading row group {g} of {f.name} (rows {starts[g]}..{starts[g] + (f.row_groups or [0])[g] - 1})")
                 self._group_cache = None  # the previous group goes before the next one is decoded
-                table = self._read_group(pf, f, g, cols)
+                try:
+                    table = read_group(pf, f"{f.name} row group {g}", g, cols, self.limits)
+                except BudgetExceeded:
+                    raise
+                except (OSError, ValueError) as e:
+                    raise RowReadError(f"{f.name} row group {g}", f"corrupt parquet data: {e}") from None
                 self._group_cache = (key, table)  # one row group kept: the next row is often in it
             for r, k in items:
                 yield r, self._parquet_cell_check(r, f, table.slice(k, 1))
-
-    def _read_group(self, pf, f: DataFile, g: int, cols):
-        """Row group ``g`` decoded, within the ``decompressed_mb`` budget: checked against the
-        footer's uncompressed sizes before anything is read, and again on the decoded batches
-        as they come (a footer may lie; each page's own size bounds one batch)."""
-        what = f"{f.name} row group {g}"
-        self.limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols), f"{what} (per its footer)")
-        budget = self.limits.bytes("decompressed_mb")
-        batches, seen = [], 0
-        try:
-            for b in pf.iter_batches(batch_size=_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
-                seen += b.nbytes
-                if budget and seen > budget:
-                    batches.clear()
-                    self.limits.check_bytes("decompressed_mb", seen, f"{what} (decoded)")
-                batches.append(b)
-            import pyarrow as pa
-
-            return pa.Table.from_batches(batches, schema=batches[0].schema if batches else None) if batches \
-                else pf.read_row_group(g, columns=cols, use_threads=False)
-        except (OSError, ValueError) as e:
-            if isinstance(e, BudgetExceeded):
-                raise
-            raise RowReadError(what, f"corrupt parquet data: {e}") from None
 
     def _parquet_cell_check(self, r: int, f: DataFile, one) -> Any:
         for name, col in zip(one.schema.names, one.columns):
