@@ -119,9 +119,10 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
         info: dict[str, Any] = {}
         try:
             prompt = render_prompt_ids(tok, msgs[:i], tools=tools or None, chat_template_kwargs=chat_template_kwargs,
-                                       add_generation_prompt=True)
+                                       add_generation_prompt=True, limits=limits)
             full = render_prompt_ids(tok, msgs[:i + 1], tools=tools or None,
-                                     chat_template_kwargs=chat_template_kwargs, add_generation_prompt=False)
+                                     chat_template_kwargs=chat_template_kwargs, add_generation_prompt=False,
+                                     limits=limits)
         except BudgetExceeded:
             raise
         except Exception as e:  # a template that cannot render this conversation

@@ -14,7 +14,8 @@ from viewer.budgets import Limits
 
 __all__ = ["ByteCounter", "default_limits", "group_uncompressed", "read_group"]
 
-_BATCH_ROWS = 64  # rows decoded at a time while a row group is read (the budget is checked per batch)
+_BATCH_ROWS = 8  # rows decoded at a time while a row group is read: the budget is checked per batch, so
+# a dictionary-encoded bomb (small pages, huge decoded rows) overshoots by at most 8 rows
 
 
 class ByteCounter:
@@ -58,6 +59,7 @@ def read_group(pf, what: str, g: int, cols: Sequence[str] | None, limits: Limits
         seen += b.nbytes
         if budget and seen > budget:
             batches.clear()
+            del b  # the error's traceback keeps this frame: it must not keep the decoded rows
             limits.check_bytes("decompressed_mb", seen, f"{what} (decoded)")
         batches.append(b)
     if not batches:

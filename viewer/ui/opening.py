@@ -50,5 +50,5 @@ def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | Non
         st = None if target.startswith("hf://") else Path(target).stat()
         stamp = f"{st.st_mtime_ns}:{st.st_size}" if st else ""
         return store.open_shared(f"{target}|{n}|{stamp}", read, link=urlencode({"source": spec, "row": n}),
-                                 tokenizer_override=override)
+                                 tokenizer_override=override, path=None if st is None else Path(target))
     return store.open(resolve_user_path(spec, settings), override)
