@@ -22,7 +22,8 @@ from viewer.budgets import BudgetExceeded, Limits
 from viewer.rollout import Problem
 
 __all__ = ["RecordFile", "Document", "read_records", "read_document", "size_problem", "line_col",
-           "WRAPPER_KEYS", "gc_paused", "jsonl_record", "SKIP", "nesting_exceeded"]
+           "WRAPPER_KEYS", "gc_paused", "jsonl_record", "SKIP", "nesting_exceeded",
+           "number_error"]
 
 # Objects that wrap the record list, tried in this order (first list wins).
 WRAPPER_KEYS = ("trace", "records", "turns", "proxy_turns", "entries", "data")
@@ -36,10 +37,19 @@ def nesting_exceeded(label: str, where: str, limits: Limits | None) -> BudgetExc
     parser stops there with RecursionError): the ``nesting`` budget, with the file and place."""
     import sys
 
+    # The limit is the parser's (Python's recursion limit), not the YAML ``nesting`` budget: a
+    # depth check of every parsed record would cost a walk of the whole trace.
     public = bool(limits is not None and limits.public)
-    limit = limits.nesting if limits is not None else 0
-    return BudgetExceeded("nesting", limit or sys.getrecursionlimit(), None,
+    return BudgetExceeded("nesting", sys.getrecursionlimit(), None,
                           f"{label}: {where}: a JSON value nested deeper than the parser accepts", public)
+
+
+def number_error(e: ValueError) -> str:
+    """What to say when json gave up on a value without a position: a number of more digits than
+    Python converts (``sys.get_int_max_str_digits``, 4,300), which could otherwise cost seconds each."""
+    text = str(e)
+    detail = text.split(":", 1)[1].split(";")[0].strip() if ":" in text else ""
+    return "a number with too many digits" + (f" ({detail})" if detail else "")
 
 
 @contextmanager
@@ -147,6 +157,8 @@ def read_document(path: Path, label: str | None = None, max_mb: float | None = N
             doc.value = json.loads(text)
     except json.JSONDecodeError as e:
         doc.problems.append(Problem(label, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}"))
+    except ValueError as e:
+        doc.problems.append(Problem(label, "", f"invalid JSON: {number_error(e)}"))
     except RecursionError:
         doc.problems.append(Problem(label, "", str(nesting_exceeded(label, "document", None)).split(": ", 1)[1]))
     return doc
@@ -176,7 +188,8 @@ def read_records(path: Path, label: str | None = None, max_mb: float | None = No
             value = json.loads(text)
     except RecursionError:
         raise nesting_exceeded(label, "the document", limits) from None
-    except json.JSONDecodeError as err:
+    except ValueError as bad:  # json.JSONDecodeError, or a number over Python's 4,300 digits
+        err = bad if isinstance(bad, json.JSONDecodeError) else json.JSONDecodeError(number_error(bad), text, start)
         if text[start] == "[":
             _salvage_array(text, start, rf, err)
         elif _first_line_is_object(text, start):
@@ -215,7 +228,7 @@ def _first_line_is_object(text: str, start: int) -> bool:
     first = text[start:] if end < 0 else text[start:end]
     try:
         return isinstance(json.loads(first), dict)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number of too many digits, nested too deep
         return False
 
 
@@ -233,6 +246,9 @@ def jsonl_record(line: str, n: int, label: str, problems: list[Problem], limits:
         raise nesting_exceeded(label, f"line {n}", limits) from None
     except json.JSONDecodeError as e:
         problems.append(Problem(label, f"line {n}, column {e.colno}", f"invalid JSON line skipped: {e.msg}"))
+        return SKIP
+    except ValueError as e:
+        problems.append(Problem(label, f"line {n}", f"invalid JSON line skipped: {number_error(e)}"))
         return SKIP
 
 
@@ -271,6 +287,9 @@ def _salvage_array(text: str, start: int, rf: RecordFile, err: json.JSONDecodeEr
         except json.JSONDecodeError as e:
             msg = f"invalid or truncated JSON: {e.msg}"
             pos = e.pos
+            break
+        except ValueError as e:
+            msg = f"invalid JSON: {number_error(e)}"
             break
         rf.records.append(value)
         lines.append(line)

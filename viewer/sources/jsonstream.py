@@ -21,7 +21,8 @@ from typing import Any, Iterator
 
 from viewer.budgets import Limits
 from viewer.rollout import Problem
-from viewer.sources.jsonio import SKIP, RecordFile, jsonl_record, nesting_exceeded, read_records, size_problem
+from viewer.sources.jsonio import (SKIP, RecordFile, jsonl_record, nesting_exceeded, number_error, read_records,
+                                   size_problem)
 
 __all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
 
@@ -249,7 +250,10 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
                 raise json.JSONDecodeError("may continue", buf, end)  # a number cut by the chunk
         except RecursionError:
             raise nesting_exceeded(s.label, s.where(n), s.limits) from None
-        except json.JSONDecodeError as e:
+        except ValueError as e:  # JSONDecodeError, or a number of too many digits (no position: stop here)
+            if not isinstance(e, json.JSONDecodeError):
+                msg = f"invalid JSON: {number_error(e)}"
+                break
             if not r.eof:
                 want = max(want, 2 * (len(buf) - pos))  # a record longer than a chunk: read more next time
                 refill()

@@ -145,7 +145,9 @@ class RowDataset:
                 raw = fh.read()
             try:
                 value = json.loads(raw.decode("utf-8-sig"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            except RecursionError:
+                raise RowReadError(f.name, "invalid JSON: nested deeper than the parser accepts") from None
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                 where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
                 raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
             f.rows = _rows_of_json(value)
@@ -272,7 +274,11 @@ class RowDataset:
                 try:
                     text = raw.decode("utf-8-sig" if a == 0 else "utf-8")
                     value = json.loads(text) if text.strip() else {}
-                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                except RecursionError:
+                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
+                                          "invalid JSON: nested deeper than the parser accepts")
+                    continue
+                except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                     col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
                     yield r, RowReadError(f"row {r} (line {local + 1}{col} of {f.name})", f"invalid JSON: {e}")
                     continue

@@ -131,6 +131,12 @@ def render_prompt_ids(tok, messages: Sequence[dict[str, Any]], tools: Sequence[d
     text = render_prompt_text(tok, messages, tools=tools, chat_template_kwargs=chat_template_kwargs,
                               normalize_tool_arguments=normalize_tool_arguments,
                               add_generation_prompt=add_generation_prompt, limits=limits)
+    # tokenizing costs ~2 s of CPU a million characters whatever the text: bounded before it starts
+    if limits is None:
+        from viewer.config import Settings
+
+        limits = Settings.from_env().limits()
+    limits.check_bytes("tokenize_mb", len(text), "rendered prompt")
     return list(tok.encode(text, add_special_tokens=False))
 
 
