@@ -299,7 +299,8 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         except (RowReadError, OSError):
             first = None  # let the capture reader report exactly where the file is broken
             return DatasetSource(str(p), settings, capture=p)
-        if format == "capture" or first is None or _capture_like(first) or p.name in _CAPTURE_NAMES:
+        if format == "capture" or first is None or isinstance(first, RowReadError) or _capture_like(first) \
+                or p.name in _CAPTURE_NAMES:  # a broken first row: the capture reader says where
             return DatasetSource(str(p), settings, capture=p)
         from viewer.sources.registry import detect_formats
 

@@ -142,7 +142,7 @@ def _sniff(path: Path) -> str | None:
                 return None
             try:
                 ok = isinstance(json.loads(body[:nl]), dict)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError), too deep
                 return None
             rest = body[nl + 1:]
             while not rest.strip():

@@ -102,6 +102,11 @@ def readme_configs(text: str, limits: Limits) -> list[dict[str, Any]]:
         meta = loader.get_single_data()
     except yaml.YAMLError:
         return []  # not YAML: the card is ignored, as the Hub does
+    except RecursionError:  # the composer recurses 3 frames a level: Python stops a local budget first
+        from viewer.budgets import BudgetExceeded
+
+        raise BudgetExceeded("nesting", loader.depth or limits.nesting, None, "YAML front matter",
+                             limits.public) from None
     finally:
         loader.dispose()
     configs = meta.get("configs") if isinstance(meta, dict) else None
