@@ -100,7 +100,12 @@ class DatasetSource:
             best: dict[Any, tuple[Any, int]] = {}
             every: dict[Any, list[tuple[Any, int]]] = {}
             order: list[Any] = []
+            lim = self.settings.limits()
             for r, v in self.dataset.scan([key, ver]):
+                if lim.rows_scanned and r >= lim.rows_scanned:
+                    raise SourceError(str(BudgetExceeded("rows_scanned", lim.rows_scanned, r + 1,
+                                                         f"{self.label}: the {key}/{ver} scan (newest row per key)",
+                                                         lim.public)))
                 if not isinstance(v, dict):
                     continue
                 k = v.get(key, f"#row{r}")
