@@ -132,11 +132,15 @@ def test_the_trainer_view_renders_within_the_budget(tmp_path, monkeypatch):
     assert "over the 1 s budget" in message_of(err)
 
 
-def test_no_worker_outlives_its_use():
-    """Workers are ended by shutdown (and exit on their own when the app's pipe closes)."""
+def test_no_worker_outlives_its_use(monkeypatch):
+    """Workers are ended by shutdown (and exit on their own when the app's pipe closes); their
+    environment is built from scratch (no token of the app next to the visitor's template)."""
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_budget_test")
     tok = load_qwen3()
     render_prompt_text(tok, MSGS[:1])
     procs = [w.proc for w in render_worker._idle]
     assert procs and all(p.poll() is None for p in procs)
+    for p in procs:
+        assert b"hf_secret_budget_test" not in Path(f"/proc/{p.pid}/environ").read_bytes()
     render_worker.shutdown()
     assert all(p.poll() is not None for p in procs)

@@ -38,6 +38,8 @@ __all__ = ["render", "RenderFailed", "shutdown", "stats"]
 
 _POOL = 2
 _GRACE_S = 5.0  # past template_s, the parent kills a worker whose own timer did not fire
+_ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+             "PYTHONPATH", "VIRTUAL_ENV")
 _HDR = struct.Struct("!Q")
 
 
@@ -127,7 +129,8 @@ def main(argv: list[str]) -> int:  # pragma: no cover - runs in the worker (test
 # ------------------------------------------------------------------ the parent side
 class _Worker:
     def __init__(self, mb: float):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_TOKEN", "HUGGING_FACE"))}
+        # built from scratch: a worker running the visitor's template sees no token or secret of the app
+        env = {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_ROOT, env.get("PYTHONPATH", "")] if p)
         self.mb = mb
         self.fresh = True  # its first answer also waits for its imports
@@ -237,7 +240,8 @@ def render(template: str, messages: list, tools: list | None, add_generation_pro
 
     seconds, mb = float(limits.template_s), float(limits.template_mb)
     req = {"template": template, "messages": messages, "tools": tools, "kwargs": kwargs,
-           "add_generation_prompt": bool(add_generation_prompt), "seconds": seconds}
+           "add_generation_prompt": bool(add_generation_prompt), "seconds": seconds,
+           "mb": mb}  # the budgets are part of the request, so of the cache key
     try:
         body = json.dumps(req, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
     except RecursionError:
