@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
-from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group
+from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group, scan_batch_rows
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
 
@@ -347,10 +347,11 @@ class RowDataset:
                 r = base
                 # one row group at a time: pre_buffer would otherwise fetch every group up front
                 for g in range(len(f.row_groups or [])):
-                    self.limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols),
-                                            f"{f.name} row group {g} (per its footer)")
-                    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=cols,
-                                                 use_threads=False):
+                    what = f"{f.name} row group {g}"
+                    self.limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols), f"{what} (per its footer)")
+                    size = scan_batch_rows(pf, g, cols, self.limits, batch_rows)
+                    for batch in pf.iter_batches(batch_size=size, row_groups=[g], columns=cols, use_threads=False):
+                        self.limits.check_bytes("decompressed_mb", batch.nbytes, f"{what} (decoded)")
                         for rec in batch.to_pylist():
                             yield r, rec
                             r += 1

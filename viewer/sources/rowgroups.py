@@ -12,10 +12,9 @@ from typing import Any, Sequence
 
 from viewer.budgets import Limits
 
-__all__ = ["ByteCounter", "default_limits", "group_uncompressed", "read_group"]
+__all__ = ["ByteCounter", "default_limits", "group_uncompressed", "read_group", "scan_batch_rows"]
 
-_BATCH_ROWS = 8  # rows decoded at a time while a row group is read: the budget is checked per batch, so
-# a dictionary-encoded bomb (small pages, huge decoded rows) overshoots by at most 8 rows
+_BATCH_ROWS = 64  # rows decoded at a time while a row group is read, when nothing in the footer says a row may be huge
 
 
 class ByteCounter:
@@ -48,6 +47,28 @@ def group_uncompressed(pf, g: int, cols: Sequence[str] | None) -> int:
 
 
 
+def scan_batch_rows(pf, g: int, cols: Sequence[str] | None, limits: Limits, wanted: int) -> int:
+    """Rows to decode at a time in row group ``g`` so that one batch stays within half the
+    ``decompressed_mb`` budget, whatever the dictionary pages hold: a dictionary-encoded value may
+    be as big as its column chunk, and every row may repeat it (the dictionary bomb), so a batch
+    may decode to (plain bytes of its share) + rows x (dictionary chunk bytes). Honest small
+    dictionaries keep ``wanted``; a group whose worst case is over the budget goes row by row."""
+    budget = limits.bytes("decompressed_mb")
+    rg = pf.metadata.row_group(g)
+    dict_bytes = plain = 0
+    for i in range(rg.num_columns):
+        c = rg.column(i)
+        if cols is None or c.path_in_schema.split(".")[0] in cols:
+            n = max(int(c.total_uncompressed_size or 0), 0)
+            if c.has_dictionary_page:
+                dict_bytes += n
+            else:
+                plain += n
+    if not budget or not dict_bytes or dict_bytes * wanted + plain <= budget // 2:
+        return wanted
+    return max(1, min(wanted, (budget // 2) // dict_bytes))
+
+
 def read_group(pf, what: str, g: int, cols: Sequence[str] | None, limits: Limits) -> Any:
     """Row group ``g`` of ParquetFile ``pf`` as a table, within ``decompressed_mb``: checked
     against the footer before anything is read, then on the decoded batches as they come.
@@ -55,7 +76,8 @@ def read_group(pf, what: str, g: int, cols: Sequence[str] | None, limits: Limits
     limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols), f"{what} (per its footer)")
     budget = limits.bytes("decompressed_mb")
     batches, seen = [], 0
-    for b in pf.iter_batches(batch_size=_BATCH_ROWS, row_groups=[g], columns=cols, use_threads=False):
+    rows = scan_batch_rows(pf, g, cols, limits, _BATCH_ROWS)
+    for b in pf.iter_batches(batch_size=rows, row_groups=[g], columns=cols, use_threads=False):
         seen += b.nbytes
         if budget and seen > budget:
             batches.clear()
