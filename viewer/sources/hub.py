@@ -222,24 +222,25 @@ def list_files(fs, spec: HubSpec) -> tuple[dict[str, int | None], bool]:
     return hub_call(spec, go)
 
 
-def _readme_configs(fs, spec: HubSpec) -> list[dict[str, Any]]:
+def _readme_configs(fs, spec: HubSpec, limits=None) -> list[dict[str, Any]]:
+    """The card's typed ``configs:`` (viewer.sources.readme_meta: no aliases, nesting budgeted)."""
     if spec.path:
         return []
     try:
         text = hub_call(spec, lambda: fs.cat_file(f"{spec.root}/README.md")).decode("utf-8", "replace")
     except HubError:
         return []
-    m = re.match(r"^---\s*\n(.*?)\n---", text, re.S)
-    if not m:
-        return []
-    try:
-        import yaml
+    from viewer.budgets import BudgetExceeded
+    from viewer.sources.readme_meta import ReadmeError, readme_configs
 
-        meta = yaml.safe_load(m.group(1)) or {}
-    except Exception:
-        return []
-    configs = meta.get("configs") if isinstance(meta, dict) else None
-    return [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
+    if limits is None:
+        from viewer.config import Settings
+
+        limits = Settings.from_env().limits()
+    try:
+        return readme_configs(text, limits)
+    except (ReadmeError, BudgetExceeded) as e:
+        raise HubError(f"{spec}: README.md: {e}") from None
 
 
 def _split_re(split: str) -> re.Pattern:

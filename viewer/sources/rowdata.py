@@ -20,14 +20,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
+from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group, scan_batch_rows
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
 
 DATA_EXTS = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 _BLOCK = 1 << 20
-
-
 class RowReadError(Exception):
     """One row (or one file) could not be read; ``where`` names the row and field."""
 
@@ -68,7 +68,7 @@ class RowDataset:
 
     def __init__(self, fs, files: Sequence[DataFile], label: str, *, max_cell_mb: float = 256,
                  max_file_mb: float = 1024, progress: Callable[[str], None] | None = None,
-                 max_scan_mb: float = 0):
+                 max_scan_mb: float = 0, limits: Limits | None = None):
         if not files:
             raise ValueError("no data files")
         self.fs = fs
@@ -77,7 +77,12 @@ class RowDataset:
         self.max_cell_bytes = int(max_cell_mb * 1024 * 1024)
         self.max_file_bytes = int(max_file_mb * 1024 * 1024)
         self.max_scan_bytes = int(max_scan_mb * 1024 * 1024)  # JSONL line scans (0: to any length)
-        self.bytes_read = 0
+        # The byte count lives in its own object: the parquet file objects (held by ``_pq``)
+        # count into it. Had they called back into the dataset, dataset -> ParquetFile -> the
+        # C++ reader -> file -> dataset would be a cycle through C++ that gc never sees, and
+        # every dataset with its decoded row group would stay in memory for ever (issue 26).
+        self._counter = ByteCounter()
+        self.limits = limits if limits is not None else default_limits()
         self.progress = progress
         self._lock = threading.RLock()
         self._pq: dict[str, Any] = {}
@@ -85,8 +90,21 @@ class RowDataset:
         self.meta: dict[str, Any] = {}  # e.g. parquet key-value metadata of the first file
 
     # ---------------------------------------------------------------- bookkeeping
-    def _add(self, n: int) -> None:
-        self.bytes_read += n
+    @property
+    def bytes_read(self) -> int:
+        return self._counter.n
+
+    def close(self) -> None:
+        """Drop the open parquet files and the kept row group now (they are freed anyway once
+        the dataset is unreferenced)."""
+        with self._lock:
+            self._group_cache = None
+            pqs, self._pq = list(self._pq.values()), {}
+        for pf in pqs:
+            try:
+                pf.close()
+            except Exception:  # closing is best effort: the file may be gone
+                pass
 
     def _say(self, msg: str) -> None:
         if self.progress is not None:
@@ -96,7 +114,7 @@ class RowDataset:
         self._say(f"fetching {f.name}")
         # No read-ahead cache: every byte asked for is fetched once and counted (pyarrow
         # coalesces the column-chunk ranges it needs with pre_buffer).
-        return CountingFile(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._add)
+        return CountingFile(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._counter.add)
 
     def _parquet(self, f: DataFile):
         pf = self._pq.get(f.path)
@@ -128,7 +146,9 @@ class RowDataset:
                 raw = fh.read()
             try:
                 value = json.loads(raw.decode("utf-8-sig"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            except RecursionError:
+                raise RowReadError(f.name, "invalid JSON: nested deeper than the parser accepts") from None
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                 where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
                 raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
             f.rows = _rows_of_json(value)
@@ -267,7 +287,11 @@ class RowDataset:
                 try:
                     text = raw.decode("utf-8-sig" if a == 0 else "utf-8")
                     value = json.loads(text) if text.strip() else {}
-                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                except RecursionError:
+                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
+                                          "invalid JSON: nested deeper than the parser accepts")
+                    continue
+                except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                     col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
                     yield r, RowReadError(f"row {r} (line {local + 1}{col} of {f.name})", f"invalid JSON: {e}")
                     continue
@@ -295,8 +319,11 @@ class RowDataset:
             table = self._group_cache[1] if self._group_cache and self._group_cache[0] == key else None
             if table is None:
                 self._say(f"reading row group {g} of {f.name} (rows {starts[g]}..{starts[g] + (f.row_groups or [0])[g] - 1})")
+                self._group_cache = None  # the previous group goes before the next one is decoded
                 try:
-                    table = pf.read_row_group(g, columns=cols, use_threads=False)
+                    table = read_group(pf, f"{f.name} row group {g}", g, cols, self.limits)
+                except BudgetExceeded:
+                    raise
                 except (OSError, ValueError) as e:
                     raise RowReadError(f"{f.name} row group {g}", f"corrupt parquet data: {e}") from None
                 self._group_cache = (key, table)  # one row group kept: the next row is often in it
@@ -333,8 +360,11 @@ class RowDataset:
                 r = base
                 # one row group at a time: pre_buffer would otherwise fetch every group up front
                 for g in range(len(f.row_groups or [])):
-                    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=cols,
-                                                 use_threads=False):
+                    what = f"{f.name} row group {g}"
+                    self.limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols), f"{what} (per its footer)")
+                    size = scan_batch_rows(pf, g, cols, self.limits, batch_rows)
+                    for batch in pf.iter_batches(batch_size=size, row_groups=[g], columns=cols, use_threads=False):
+                        self.limits.check_bytes("decompressed_mb", batch.nbytes, f"{what} (decoded)")
                         for rec in batch.to_pylist():
                             yield r, rec
                             r += 1

@@ -52,5 +52,5 @@ def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | Non
 
         stamp = f"{st.st_mtime_ns}:{st.st_size}" if st else reader_tag(read_token(settings, hub_token))
         return store.open_shared(f"{target}|{n}|{stamp}", read, link=urlencode({"source": spec, "row": n}),
-                                 tokenizer_override=override)
+                                 tokenizer_override=override, path=None if st is None else Path(target))
     return store.open(src.path, override)
