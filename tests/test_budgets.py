@@ -154,3 +154,34 @@ def test_large_opens_take_turns_and_small_ones_pass(tmp_path, monkeypatch):
         store._heavy_gate.release()
     op = store.open(tmp_path / "a")
     assert len(op.rollout.turns) == 1500
+
+
+def test_the_app_says_when_what_it_would_send_is_over_response_mb(monkeypatch):
+    """Opening a sample whose screens are over ``response_mb`` shows the budget's message in the
+    status line (the handler answers; before, the BudgetExceeded escaped as a generic error)."""
+    monkeypatch.setenv("VIEWER_BUDGET_RESPONSE_MB", "0.02")  # 20 KB: the sample's token view is bigger
+    monkeypatch.setenv("VIEWER_PLOT_DEFER_S", "0")
+    from viewer.ui import create_app
+
+    demo = create_app(Settings.from_env())
+    fn = next(f.fn for f in demo.fns.values() if f.api_name == "open_sample")
+    answers = list(fn("qwen3-tiny", ""))
+    text = json.dumps(answers[-1], default=str)
+    assert "VIEWER_BUDGET_RESPONSE_MB" in text and "budget" in text
+
+
+def test_a_zip_decompresses_within_decompressed_mb(tmp_path, monkeypatch):
+    """A zip whose entries decompress past ``decompressed_mb`` is refused whole, though it is under
+    ``max_file_mb`` (worked by hand: 3 MB of zeros against a 2 MB budget), and nothing is left."""
+    import zipfile
+
+    from viewer.sources.upload import UploadRefused, intake_upload
+
+    monkeypatch.setenv("VIEWER_BUDGET_DECOMPRESSED_MB", "2")
+    z = tmp_path / "up.zip"
+    with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("cap/trace.json", b"0" * (3 << 20))
+    dest = tmp_path / "dest"
+    with pytest.raises(UploadRefused, match="decompressed_mb"):
+        intake_upload(z, dest, Settings(max_file_mb=150))
+    assert not any(p.is_file() for p in dest.rglob("*"))

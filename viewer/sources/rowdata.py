@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
+from viewer.sources.jsonio import rows_of_json
 from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group, scan_batch_rows
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
@@ -151,7 +152,7 @@ class RowDataset:
             except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                 where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
                 raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
-            f.rows = _rows_of_json(value)
+            f.rows = rows_of_json(value)
             f.num_rows = len(f.rows)
         return f.rows
 
@@ -377,23 +378,6 @@ class RowDataset:
                             v = {k: v[k] for k in columns if k in v}
                         yield r, v
             base += n
-
-
-def _rows_of_json(value: Any) -> list[Any]:
-    """Rows of a JSON document: an array of objects, a wrapper object, or one object."""
-    if isinstance(value, list):
-        # A list of opencode {info, parts} messages (or of chat messages) is ONE conversation.
-        if value and all(isinstance(v, dict) for v in value[:5]) and (
-                ("info" in value[0] and "parts" in value[0])
-                or ("role" in value[0] and "content" in value[0] and "conversations" not in value[0])):
-            return [{"messages": value}]
-        return [v if isinstance(v, dict) else {"messages": v} if isinstance(v, list) else v for v in value]
-    if isinstance(value, dict):
-        for key in ("rows", "data", "records"):
-            if isinstance(value.get(key), list) and value[key] and isinstance(value[key][0], dict):
-                return list(value[key])
-        return [value]
-    return [value]
 
 
 def local_dataset(paths: Sequence[str], root: str, label: str, **kwargs) -> RowDataset:

