@@ -29,8 +29,10 @@ from viewer.capture.reward import score
 # the environment a sandboxed process may have, as the sandbox's contract states it (docs/SECURITY.md)
 ALLOWED_ENV = {"PATH", "HOME", "LANG", "TMPDIR", "TERM", "PWD", procs.MARK}
 
-# What a hostile solution.py does: read every environment it can reach, then try each way up.
-PROBE = r'''
+# What a hostile solution.py does: read every environment it can reach (ENV_PROBE), then,
+# only ever inside a sandbox, try each way up (ESCAPE_PROBE: mounts, unshare, setuid). Never
+# run ESCAPE_PROBE unsandboxed: on a root host its mounts would be the host's own.
+ENV_PROBE = r'''
 import json, os, subprocess, sys
 
 def rc(cmd):
@@ -53,10 +55,14 @@ out = {"env": dict(os.environ), "environ": {p: read(p) for p in ("/proc/self/env
 out["status"] = {k: v.strip() for k, v in (line.split(":", 1) for line in read("/proc/self/status").splitlines())
                  if k.startswith(("Uid", "Gid", "Cap", "NoNewPrivs", "Groups"))}
 out["uid"], out["gid"] = os.getuid(), os.getgid()
+'''
+ESCAPE_PROBE = r'''
+if "bwrap" not in read("/proc/1/cmdline"):  # PID 1 is bwrap only inside a sandbox
+    raise SystemExit("not in a sandbox: the escape probes only ever run inside one")
 out["setuid0"], out["setgid0"] = tried(lambda: os.setuid(0)), tried(lambda: os.setgid(0))
 out["setgroups0"] = tried(lambda: os.setgroups([0]))
 # each of these needs a capability (or a new user namespace) that the sandbox must not give
-out["rc"] = {"remount_usr_rw": rc("mount -o remount,bind,rw /usr"), "mount_tmpfs": rc("mount -t tmpfs none /mnt"),
+out["rc"] = {"remount_usr_rw": rc("mount -o remount,bind,rw /usr"), "mount_tmpfs": rc("mount -t tmpfs none /tmp"),
              "umount_proc_sys": rc("umount /proc/sys"), "unshare_user": rc("unshare -r true"),
              "unshare_user_mount": rc("unshare -Urm true"), "unshare_mount": rc("unshare -m true"),
              "unshare_net": rc("unshare -n true")}
@@ -75,6 +81,8 @@ for root, dirs, files in os.walk("/proc"):
         if not os.path.islink(p) and os.access(p, os.W_OK):
             writable.append(p)
 out["proc_writable"] = writable[:20]
+'''
+SAVE = r'''
 with open("probe.json", "w") as f:  # all it saw, kept where the test reads it (stdout is cut at 2000 characters)
     json.dump(out, f)
 print("probed")
@@ -103,7 +111,7 @@ def planted(monkeypatch):
 def _probe(tmp_path: Path, sandboxed: bool) -> tuple[dict, dict]:
     work = tmp_path / "work"
     work.mkdir()
-    (work / "solution.py").write_text(PROBE)
+    (work / "solution.py").write_text(ENV_PROBE + (ESCAPE_PROBE if sandboxed else "") + SAVE)
     res = score(work, [{"input": "", "output": "x"}], timeout_s=60, sandboxed=sandboxed)
     (r,) = res["results"]
     assert not r["timed_out"] and r["exit_code"] == 0 and r["stdout"] == "probed\n", r["stderr"][-1500:]
