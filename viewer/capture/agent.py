@@ -146,7 +146,9 @@ def run_opencode(instruction: str, workdir: Path, home: Path, proxy_url: str, mo
                                                    sandboxed=sandbox is not None), indent=2))
     cmd = [str(exe), "run", "--format", "json", "--model", f"{PROVIDER}/{model}"]
     if sandbox is not None:  # uid 65534, no capabilities, PATH/HOME/LANG/TMPDIR/TERM + opencode's own variables
-        sandbox = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, exe.resolve().parent),
+        exe = exe.resolve()  # inside, only the binary's real folder is bound (no symlink on the way to it)
+        cmd[0] = str(exe)
+        sandbox = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, exe.parent),
                                       home=home, env={**sandbox.env, **opencode_vars(home, cfg_path)})
     t0 = time.perf_counter()
     status, message = "ok", ""
