@@ -224,8 +224,11 @@ def _row_source(ds, label: str, settings: Settings, fmt: str | None, note: str) 
 
 def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: str | None = None,
                  config: str | None = None, format: str | None = None,
-                 progress: Callable[[str], None] | None = None) -> DatasetSource:
-    """Open a source for row browsing: ``hf://...``, a data file, a folder of data files, or a capture."""
+                 progress: Callable[[str], None] | None = None, hub_token: str | None = None) -> DatasetSource:
+    """Open a source for row browsing: ``hf://...``, a data file, a folder of data files, or a capture.
+
+    ``hub_token``: the visitor's own sign-in token for ``hf://`` reads (public mode: none means
+    anonymous, never the app's ``HF_TOKEN``; see :func:`viewer.sources.hub.read_token`)."""
     from viewer.sources import hub
     from viewer.sources.rowdata import RowDataset, data_kind, local_dataset
 
@@ -235,19 +238,21 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
     if text.startswith("hf://"):
         try:
             hs = hub.parse_hf(text)
-            fs = hub.hub_filesystem()
+            fs = hub.hub_filesystem(hub_token, settings)
             if progress:
                 progress(f"listing files of {hs}")
             files, is_file = hub.list_files(fs, hs)
             if format in (None, "auto", "capture") and not is_file and hub.is_capture_layout(files):
-                local = hub.fetch_capture(fs, hs, files, progress)
+                local = hub.fetch_capture(fs, hs, files, progress, max_file_mb=settings.max_file_mb)
                 return DatasetSource(text, settings, capture=local, note=f"capture files fetched into {local}")
             chosen, note = hub.select_data_files(files, split=split, config=config,
                                                  configs=None if is_file else hub._readme_configs(fs, hs))
             if not chosen:
                 raise SourceError(f"{text}: no parquet, JSONL or JSON data files "
                                   f"(files: {', '.join(sorted(files)[:10]) or 'none'})")
-            ds = RowDataset(fs, hub.data_files(hs, chosen, files, is_file), text, **kw)
+            # a Hub JSONL file is scanned (line offsets, row counts) only within VIEWER_MAX_FILE_MB
+            ds = RowDataset(fs, hub.data_files(hs, chosen, files, is_file), text, max_scan_mb=settings.max_file_mb,
+                            **kw)
         except hub.HubNotFound as e:
             raise SourceNotFound(str(e) if str(e).startswith(text) else f"{text}: {e}") from None
         except hub.HubError as e:

@@ -64,8 +64,10 @@ def template_message(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def end_token_ids(tok) -> set[int]:
+    from viewer.tokenizer.specials import END_OF_TURN
+
     ids: set[int] = set()
-    for name in ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"):
+    for name in END_OF_TURN:
         try:
             i = tok.convert_tokens_to_ids(name)
         except Exception:

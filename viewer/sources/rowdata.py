@@ -67,7 +67,8 @@ class RowDataset:
     """
 
     def __init__(self, fs, files: Sequence[DataFile], label: str, *, max_cell_mb: float = 256,
-                 max_file_mb: float = 1024, progress: Callable[[str], None] | None = None):
+                 max_file_mb: float = 1024, progress: Callable[[str], None] | None = None,
+                 max_scan_mb: float = 0):
         if not files:
             raise ValueError("no data files")
         self.fs = fs
@@ -75,6 +76,7 @@ class RowDataset:
         self.label = label
         self.max_cell_bytes = int(max_cell_mb * 1024 * 1024)
         self.max_file_bytes = int(max_file_mb * 1024 * 1024)
+        self.max_scan_bytes = int(max_scan_mb * 1024 * 1024)  # JSONL line scans (0: to any length)
         self.bytes_read = 0
         self.progress = progress
         self._lock = threading.RLock()
@@ -134,9 +136,17 @@ class RowDataset:
         return f.rows
 
     def _scan_lines(self, f: DataFile, upto: int | None) -> None:
-        """Extend f.line_offsets until line ``upto`` is known (None: to the end)."""
+        """Extend f.line_offsets until line ``upto`` is known (None: to the end).
+
+        With ``max_scan_bytes`` (a Hub source: ``VIEWER_MAX_FILE_MB``) a file listed as bigger is
+        not counted, and no scan reads past that many bytes of it: the line wanted (or the
+        row count) is out of reach, and the message says so."""
         if f.complete or (upto is not None and len(f.line_offsets) > upto + 1):
             return
+        cap = self.max_scan_bytes
+        if cap and upto is None and f.size is not None and f.size > cap:
+            raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the {cap / 1048576:g} MB limit "
+                                       "(VIEWER_MAX_FILE_MB); its rows are not counted")
         start = f.line_offsets[-1] if f.line_offsets else 0
         with self._open(f) as fh:
             fh.seek(start)
@@ -157,6 +167,10 @@ class RowDataset:
                 pos += len(block)
                 if upto is not None and len(f.line_offsets) > upto + 1:
                     return
+                if cap and pos > cap:
+                    want = f"line {upto + 1}" if upto is not None else "its end"
+                    raise RowReadError(f.name, f"{want} is past the first {cap / 1048576:g} MB of the file, the "
+                                               "limit (VIEWER_MAX_FILE_MB); not read")
         # the last offset is the end of the file: a final line without "\n" still counts
         if f.line_offsets[-1] != pos:
             f.line_offsets.append(pos)

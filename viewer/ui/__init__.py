@@ -10,7 +10,9 @@ from pathlib import Path
 
 import gradio as gr
 
+from ..budgets import limits
 from ..config import Settings
+from ..sources.keep import KEEP
 from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel
 from .store import RolloutStore
 
@@ -67,7 +69,14 @@ def _parse_range(text: str | None) -> tuple[int, int] | None:
 def create_app(settings: Settings | None = None) -> gr.Blocks:
     settings = settings or Settings.from_env()
     store = RolloutStore(settings)
-    with gr.Blocks(title="Rollout Inspector", analytics_enabled=False) as demo:
+    # Visitors' files are not kept for ever: uploads and Hub downloads go when their session
+    # ends, after disk_ttl_s unused, and oldest first past disk_mb (viewer/sources/keep.py);
+    # Gradio's own copies of uploaded files after the same TTL (delete_cache).
+    ttl = int(limits(settings.public_mode()).disk_ttl_s)
+    KEEP.adopt()
+    KEEP.start(max(0.5, min(60.0, ttl / 4)) if ttl else 60.0)
+    with gr.Blocks(title="Rollout Inspector", analytics_enabled=False,
+                   delete_cache=(max(1, min(3600, ttl // 4)), ttl) if ttl else None) as demo:
         gr.HTML(TITLE_MD)
         b = browse.build(settings, store)
         with b.under_tokens:  # right under the token view: trainer-side logprobs (Δ colour mode)
@@ -84,7 +93,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                 capture_tab.build(settings, store, b)
         _present, present_load, present_outputs = presenter.build(settings, store, b)
 
-        def on_load(request: gr.Request):
+        def on_load(request: gr.Request, oauth: gr.OAuthToken | None = None):
             q = dict(request.query_params) if request is not None else {}
             spec = q.get("source") or ""
             index = int(q["turn"]) if str(q.get("turn", "")).isdigit() else None
@@ -97,7 +106,9 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
-            yield from b.open_staged(spec, index, focus, mode, row, note)  # tokens first, the plots after
+            # hf:// links read as the visitor: their own sign-in token, else anonymously (public mode)
+            yield from b.open_staged(spec, index, focus, mode, row, note,  # tokens first, the plots after
+                                     hub_token=getattr(oauth, "token", None))
 
         def on_compare_link(key, request: gr.Request):
             """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""
@@ -108,6 +119,10 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             row = q.get("compare_row")
             return cmp.run(key, spec, int(row) if str(row or "").isdigit() else None) + [gr.Tabs(selected="compare")]
 
+        def on_unload(request: gr.Request):
+            KEEP.end_session(getattr(request, "session_hash", None))  # the tab closed: its uploads go
+
+        demo.unload(on_unload)
         loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)
         loaded.then(on_compare_link, [b.key], cmp.outputs + [b.tabs], api_visibility="private", show_progress="hidden")
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")

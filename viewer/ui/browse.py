@@ -5,7 +5,6 @@ put the results into components. Errors become a visible notice; the app keeps w
 """
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,8 @@ import gradio as gr
 from .. import plots, render
 from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
-from ..sources.upload import UPLOAD_PREFIX, intake_upload, resolve_user_path
+from ..sources.keep import KEEP
+from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files, resolve_user_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
 from . import rescores
 from .opening import list_samples, open_spec
@@ -223,25 +223,20 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return failure(str(e))
         return open_path(p, override)
 
-    def on_upload(files: list[str] | None, override: str):
+    def on_upload(files: list[str] | None, override: str, request: gr.Request = None):
         if not files:
             return failure("No files uploaded.")
-        dest = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
-        notes: list[str] = []
-        roots: list[Path] = []
-        for f in files:
-            try:
-                got = intake_upload(f, dest, settings)
-            except ValueError as e:  # UploadRefused: too big, zip bomb, unreadable archive
-                notes.append(str(e))
-                continue
-            roots.append(got.root)
-            notes += [str(p) for p in got.problems]
-        if not roots:
-            shutil.rmtree(dest, ignore_errors=True)
+        session = getattr(request, "session_hash", None)
+        # Room first: folders past their TTL, then the oldest until this upload fits the disk budget.
+        KEEP.sweep(extra_bytes=sum(Path(f).stat().st_size for f in files if Path(f).is_file()))
+        dest = KEEP.add(tempfile.mkdtemp(prefix=UPLOAD_PREFIX), session)  # deleted when the session ends
+        try:
+            root, notes = intake_files(files, dest, settings)
+        except UploadRefused as e:  # more files than the upload_files budget
+            root, notes = None, [str(e)]
+        if root is None:
+            KEEP.discard(dest)
             return failure("; ".join(notes) or "Nothing usable in the upload.")
-        # One file (or one zip) opens as itself; several files form one capture folder.
-        root = roots[0] if len(roots) == 1 else dest
         return open_path(root, override, note="; ".join(notes))
 
     def on_tokenizer(k: str | None, override: str, index):
@@ -311,10 +306,12 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 
-    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = ""):
-        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`)."""
+    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = "",
+                  hub_token: str | None = None):
+        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`); Hub reads
+        with ``hub_token`` (the visitor's sign-in; none: anonymous in public mode)."""
         try:
-            op = open_spec(store, settings, spec, row)
+            op = open_spec(store, settings, spec, row, hub_token=hub_token)
         except (SourceError, ValueError) as e:
             return failure(str(e))
         except Exception as e:  # never let a reader bug take the app down

@@ -19,6 +19,7 @@ import gradio as gr
 import pandas as pd
 
 from .. import plots, render
+from ..budgets import limits
 from ..config import Settings
 from ..drift import CAUSES, MODES, TRAIN_TURNS, choose_spec, turn_report
 from ..drift.ray_engine import ray_available, scan_with_ray
@@ -285,6 +286,11 @@ def build(settings: Settings, store, browse) -> None:
         cancel = _CANCEL.setdefault(sid, threading.Event())
         entry: dict[str, Any] = {"keys": {}, "kept": {}}
         lim = int(n) if n not in (None, "") and int(n) > 0 else None
+        # 0 / blank means "every row": on a public app, never more than the rows_scanned budget
+        budget = limits(settings.public_mode()).rows_scanned
+        capped = bool(settings.public_mode() and budget and (lim is None or lim > budget))
+        if capped:
+            lim = int(budget)
 
         def prog(done: int, total: int | None) -> None:
             if total:
@@ -337,6 +343,8 @@ def build(settings: Settings, store, browse) -> None:
         if res["errors"]:
             notes.append(f"{len(res['errors'])} unreadable: " + "; ".join(
                 f"{e['source']}: {e['error']}" for e in res["errors"][:5]))
+        if capped:
+            notes.append(f"at most {lim:,} rows on this public app (budget rows_scanned)")
         if res["totals"].get("cancelled"):
             notes.append("cancelled: partial results")
         df, fig = results(sid, cause)

@@ -24,9 +24,10 @@ def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
 
 
 def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | None = None,
-              override: str = "") -> Opened:
+              override: str = "", hub_token: str | None = None) -> Opened:
     """The rollout ``spec`` (and ``row``) names. Raises SourceError (unreadable, missing) or
-    ValueError (a path outside the data root, an unknown sample) with a message for the user."""
+    ValueError (a path outside the data root, an unknown sample) with a message for the user.
+    ``hub_token``: the visitor's sign-in token for ``hf://`` reads (none: anonymous in public mode)."""
     spec = (spec or "").strip()
     if not spec:
         raise ValueError("Name a rollout: sample:NAME, a path inside the data root, or hf://datasets/OWNER/NAME.")
@@ -42,13 +43,17 @@ def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | Non
         n = int(row or 0)
 
         def read():
-            src = open_dataset(target, settings)
+            src = open_dataset(target, settings, hub_token=hub_token)
             ro = src.rollout(n) if not src.is_capture else src.rollout()
             return ro, (src.capture if src.capture is not None and src.capture.is_dir() else None)
 
         # Everyone on the same dataset link shares one parsed row (a local file named with its stamp).
         st = None if target.startswith("hf://") else Path(target).stat()
-        stamp = f"{st.st_mtime_ns}:{st.st_size}" if st else ""
+        # ... and a Hub row only with those who read it as the same reader (anonymous, or the same
+        # visitor's token): a private dataset one visitor may read is never served to another.
+        from ..sources.hub import read_token, reader_tag
+
+        stamp = f"{st.st_mtime_ns}:{st.st_size}" if st else reader_tag(read_token(settings, hub_token))
         return store.open_shared(f"{target}|{n}|{stamp}", read, link=urlencode({"source": spec, "row": n}),
                                  tokenizer_override=override)
     return store.open(resolve_user_path(spec, settings), override)
