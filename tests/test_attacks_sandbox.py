@@ -258,3 +258,16 @@ def test_only_the_minimal_environment_can_enter(monkeypatch, tmp_path):
         Sandbox(tmp_path).popen(["true"], env=dict(os.environ))
     with pytest.raises(ValueError):
         Sandbox(tmp_path, env={"GITHUB_TOKEN": "x"}).wrap(["true"])
+
+
+def test_the_vllm_server_gets_no_credential_but_a_local_apps_hf_token():
+    """The server is trusted code but loads what a capture names: it never holds the OAuth client
+    secret or a visitor's token, and on a public app not the owner's HF_TOKEN either."""
+    from viewer.capture.backends import server_env
+
+    planted = {"PATH": "/usr/bin", "HF_TOKEN": "hf_owner", "OAUTH_CLIENT_SECRET": "oauth-s3cret",
+               "MY_API_KEY": "k-123", "SESSION_COOKIE": "c", "HF_HOME": "/h"}
+    local = server_env(planted, public=False)
+    assert local == {"PATH": "/usr/bin", "HF_TOKEN": "hf_owner", "HF_HOME": "/h"}
+    public = server_env({**planted, "SPACE_ID": "o/s"})  # a Space is public
+    assert public == {"PATH": "/usr/bin", "HF_HOME": "/h", "SPACE_ID": "o/s"}

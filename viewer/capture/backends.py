@@ -98,6 +98,22 @@ def vllm_python(explicit: str = "") -> Path:
     return p
 
 
+def server_env(environ: dict[str, str] | None = None, public: bool | None = None) -> dict[str, str]:
+    """The vLLM server's environment: the app's, less every credential-like variable
+    (OAUTH_CLIENT_SECRET, visitors' tokens, any *_TOKEN / *SECRET*); ``HF_TOKEN`` stays only on a
+    local app (to download a gated model the owner asked for), never on a public one, where the
+    model is named by a visitor and the owner's account must not fetch it."""
+    from viewer.capture.sandbox import _CREDENTIAL
+
+    env = dict(os.environ if environ is None else environ)
+    if public is None:
+        from viewer.config import Settings
+
+        public = Settings.from_env(env).public_mode(env)
+    keep = set() if public else {"HF_TOKEN"}
+    return {k: v for k, v in env.items() if k in keep or not _CREDENTIAL.search(k)}
+
+
 def vllm_command(python: Path, model: str, served: str, port: int, max_model_len: int, max_logprobs: int,
                  logprobs_mode: str, seed: int, gpu: bool, tool_parser: str = "hermes") -> list[str]:
     cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", model, "--served-model-name", served,
@@ -150,7 +166,7 @@ class LocalVLLM:
             pass
         cmd = vllm_command(py, model_dir, served, port, self.max_model_len, self.max_logprobs, self.logprobs_mode,
                            self.seed, gpu)
-        env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "VLLM_NO_USAGE_STATS": "1",
+        env = {**server_env(), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "VLLM_NO_USAGE_STATS": "1",
                "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
         if not gpu:
             env["VLLM_CPU_KVCACHE_SPACE"] = str(self.kv_cache_gib)
