@@ -1,7 +1,7 @@
 """The Drift screen: per-turn drift of the open rollout, trainer rows, repro export, dataset scan.
 
 Follows the browse screen's selected turn (``browse.turn`` / ``browse.key``). Handlers
-are thin: :func:`viewer.drift.turn_report` and :func:`viewer.drift_cli.scan_source` do
+are thin: :func:`viewer.drift.turn_report` and :func:`viewer.drift.corpus.scan_source` do
 the work, :mod:`viewer.render` builds every string of HTML, :mod:`viewer.plots` the figures.
 """
 from __future__ import annotations
@@ -23,7 +23,8 @@ from ..budgets import limits
 from ..config import Settings
 from ..drift import CAUSES, MODES, TRAIN_TURNS, choose_spec, turn_report
 from ..drift.ray_engine import ray_available, scan_with_ray
-from ..drift_cli import SCAN_COLUMNS, ScanInputError, scan_source, scan_table
+from ..drift.corpus import ScanInputError, scan_source
+from ..drift.results import SCAN_COLUMNS, scan_table
 from ..sources import SourceError
 from ..sources.upload import resolve_user_path
 from .browse import TOKEN_VIEW_JS, TOKEN_VIEW_TEMPLATE
