@@ -392,10 +392,12 @@ def test_hf_job_script_runs_locally_on_cpu(vllm, tmp_path):
     # on a job machine --setup installs opencode and sets CAPTURE_OPENCODE; here we point at ours
     env = {**os.environ, "CAPTURE_PUSH_DIR": str(tmp_path / "pushed"), "PYTHONPATH": "",
            "CAPTURE_OPENCODE": str(find_opencode())}
-    r = subprocess.run([sys.executable, str(JOB_SCRIPT), "--bundle", str(bundle), "--run-name", "run1", "--",
-                        "--backend", "endpoint", "--endpoint", vllm.url, "--model", "tiny-qwen3", "--task-index", "2",
-                        "--scripted", "--out", str(tmp_path / "o")], capture_output=True, text=True, env=env,
-                       timeout=400, cwd=tmp_path)
+    # the capture as data, as the launcher writes it (viewer.capture.hf_jobs.job_files)
+    spec = tmp_path / "job_spec.json"
+    spec.write_text(json.dumps({"run_name": "run1", "results_repo": "", "capture": {
+        "backend": "endpoint", "endpoint": vllm.url, "model": "tiny-qwen3", "task_index": 2, "scripted": True}}))
+    r = subprocess.run([sys.executable, str(JOB_SCRIPT), "--bundle", str(bundle), "--spec", str(spec)],
+                       capture_output=True, text=True, env=env, timeout=400, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     pushed = tmp_path / "pushed" / "run1"
     s = json.loads((pushed / "summary.json").read_text())
@@ -441,10 +443,13 @@ def test_capture_tab_runs_a_capture_and_opens_it(vllm, page, app_url):
 
 
 def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_path, monkeypatch):
-    """The agent's bash tries to read the app's environment, a file planted outside its work
-    folder, and a loopback service that is not the proxy: each fails inside the sandbox, the
-    capture still completes (reward 1.0, every call recorded), and the secret is nowhere in the
-    artefacts."""
+    """The agent's bash tries to read the app's environment (its own, bwrap's at /proc/1 and the
+    app's by pid), a file planted outside its work folder and a loopback service that is not the
+    proxy, and to get privileges back (the app runs as root here): each fails inside the
+    sandbox. Its tools run as uid 65534 with no capability, in the minimal environment; a
+    read-only bind stays read-only. The capture still completes (reward 1.0, every call
+    recorded) and no planted secret is anywhere in the artefacts (tests/test_attacks_sandbox.py
+    tries the same from the held-out tests' solution.py)."""
     import http.server
     import threading
 
@@ -455,10 +460,14 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     if why:
         need("the agent sandbox (bubblewrap + socat, scripts/setup.sh)", why)
     secret = "RI-SECRET-" + os.urandom(8).hex()
-    monkeypatch.setenv("HF_TOKEN", secret)  # the app's own environment holds a token
-    planted = tmp_path / "outside" / "secret.txt"
-    planted.parent.mkdir()
-    planted.write_text(secret)
+    planted = {"HF_TOKEN": secret, "OAUTH_CLIENT_SECRET": "oauth-" + os.urandom(8).hex(),
+               "RI_PLANT_" + os.urandom(3).hex().upper(): "plant-" + os.urandom(8).hex()}
+    for k, v in planted.items():  # the app's own environment holds its token, its OAuth secret, ...
+        monkeypatch.setenv(k, v)
+    planted_file = tmp_path / "outside" / "secret.txt"
+    planted_file.parent.mkdir()
+    planted_file.write_text(secret)
+    canary = Path("/usr") / f"ri-canary-{os.urandom(4).hex()}"  # /usr is a read-only bind inside
 
     class Leak(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -472,29 +481,52 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Leak)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
-    cmds = [f"cat /proc/{os.getpid()}/environ", "env", f"cat {planted}",
+    cmds = [f"cat /proc/{os.getpid()}/environ", "env | sed 's/^/ENVVAR /'", "tr '\\0' '\\n' < /proc/1/environ",
+            f"cat {planted_file}",
             f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/').read())\"",
-            f"cat {REPO}/README.md"]
+            f"cat {REPO}/README.md",
+            "grep -E '^(Uid|Gid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status",
+            f"mount -o remount,bind,rw /usr; echo remount=$?; touch {canary}; echo touch=$?",
+            "mount -t tmpfs none /tmp; echo tmpfs=$?; unshare -r id; echo unshare=$?"]
     out = tmp_path / "c"
     job = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
-                                 scripted=True, script_commands=cmds, agent_timeout_s=300, require_sandbox=True,
-                                 steps=16))
+                                 scripted=True, script_commands=cmds, agent_timeout_s=400, require_sandbox=True,
+                                 steps=len(cmds) + 8))
     try:
         s = job.run()
     finally:
         srv.shutdown()
+        canary_written = canary.exists()
+        canary.unlink(missing_ok=True)
     assert s["status"] == "ok" and s["reward"] == 1.0, (s.get("error"), s.get("agent"))
     assert s["sandbox"]["used"] is True and s["calls"] >= len(cmds) + 3  # every call recorded
     # what the agent saw comes back in the next prompts' tool results: each attempt failed
     last = json.loads((out / "trace.json").read_text())[-1]["request"]["messages"]
     results = "\n".join(str(m.get("content")) for m in last if m.get("role") == "tool")
     assert f"/proc/{os.getpid()}/environ: No such file or directory" in results
-    assert f"{planted}: No such file or directory" in results
+    assert f"{planted_file}: No such file or directory" in results
     assert "Connection refused" in results or "URLError" in results
     assert f"{REPO}/README.md: No such file or directory" in results  # the app's own files are not there
+    # its tools: uid 65534, every capability set empty, no_new_privs; mounts refused, the host's /usr untouched
+    assert "Uid:\t65534\t65534\t65534\t65534" in results and "Gid:\t65534\t65534\t65534\t65534" in results
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert f"{cap}:\t0000000000000000" in results, cap
+    assert "NoNewPrivs:\t1" in results
+    for probe in ("remount", "touch", "tmpfs", "unshare"):
+        assert f"{probe}=" in results and f"{probe}=0" not in results, probe
+    assert not canary_written
+    # its environment: the minimal one plus opencode's own switches; nothing of the app's
+    keys = {line.split(" ", 1)[1].split("=", 1)[0] for line in results.splitlines() if line.startswith("ENVVAR ")}
+    assert {"PATH", "HOME", "LANG", "TMPDIR", "TERM"} <= keys
+    minimal = {"PATH", "HOME", "LANG", "TMPDIR", "TERM", "PWD", "OLDPWD", "SHLVL", "_", "NO_PROXY", "no_proxy"}
+    assert not {k for k in keys if k in os.environ and k not in minimal and not k.startswith(("OPENCODE_", "XDG_"))}, keys
+    for name, value in planted.items():
+        assert name not in keys and value not in results, name
     for f in out.rglob("*"):
         if f.is_file():
-            assert secret.encode() not in f.read_bytes(), f
+            data = f.read_bytes()
+            for value in planted.values():
+                assert value.encode() not in data, f
     assert stray(job.tag) == {}
 
 

@@ -67,7 +67,8 @@ class FakeJobs:
 
     def run_uv_job(self, script, **kw):
         self.calls.append(("run_uv_job", script, kw))
-        self.run_name = kw["script_args"][kw["script_args"].index("--run-name") + 1]
+        self.job_spec = json.loads(Path(kw["script_args"][kw["script_args"].index("--spec") + 1]).read_text())
+        self.run_name = self.job_spec["run_name"]
         return SimpleNamespace(id="job-123")
 
     def fetch_job_logs(self, job_id, follow=False):
@@ -81,11 +82,23 @@ class FakeJobs:
     def cancel_job(self, job_id):
         self.calls.append(("cancel_job", job_id))
 
-    def snapshot_download(self, repo_id, repo_type, allow_patterns, local_dir):
-        self.calls.append(("snapshot_download", repo_id, allow_patterns))
+    # the results repo: the sample capture pushed under <run_name>/ (when ``push``)
+    def repo_info(self, repo_id, repo_type=None):
+        return SimpleNamespace(sha="c0ffee")
+
+    def list_repo_tree(self, repo_id, path_in_repo=None, recursive=False, repo_type=None, revision=None):
+        self.calls.append(("list_repo_tree", repo_id, path_in_repo))
         if self.push:
-            shutil.copytree(SAMPLE, Path(local_dir) / self.run_name)
-        return local_dir
+            for f in sorted(SAMPLE.rglob("*")):
+                if f.is_file():
+                    yield SimpleNamespace(path=f"{self.run_name}/{f.relative_to(SAMPLE).as_posix()}", size=f.stat().st_size)
+
+    def hf_hub_download(self, repo_id, filename, repo_type=None, revision=None, local_dir=None):
+        self.calls.append(("hf_hub_download", repo_id, filename))
+        dest = Path(local_dir) / filename
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SAMPLE / filename.split("/", 1)[1], dest)
+        return str(dest)
 
 
 def _spec(tmp_path, **kw):
@@ -105,10 +118,12 @@ def test_hf_jobs_launch_follow_collect(tmp_path):
     s = run_remote(_spec(tmp_path), on_event=events.append, api=api, poll_s=0)
     assert s["status"] == "ok" and s["backend"] == "hf-jobs" and s["job_id"] == "job-123"
     name, script, kw = api.calls[0]
-    assert script == str(JOB_SCRIPT) and kw["flavor"] == "a100-large" and kw["secrets"] == {"HF_TOKEN": "hf_SECRET123"}
+    assert Path(script).name == JOB_SCRIPT.name and kw["flavor"] == "a100-large"
+    assert kw["secrets"] == {"HF_TOKEN": "hf_SECRET123"}
     args = kw["script_args"]
-    assert "hf_SECRET123" not in json.dumps(args) and args[args.index("--model") + 1] == "Qwen/Qwen3-4B-Instruct-2507"
-    assert "--backend" in args and args[args.index("--backend") + 1] == "local"
+    assert "hf_SECRET123" not in json.dumps(args) and "hf_SECRET123" not in json.dumps(api.job_spec)
+    assert api.job_spec["capture"]["model"] == "Qwen/Qwen3-4B-Instruct-2507"
+    assert api.job_spec["capture"]["backend"] == "local" and api.job_spec["results_repo"] == "me/captures"
     log = "\n".join(e["message"] for e in events)
     assert "hf_SECRET123" not in log and "token is ***" in log
     out = tmp_path / "out"

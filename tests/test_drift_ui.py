@@ -171,7 +171,7 @@ def test_browser_scan_row_jumps_to_tokens(page, app_url):
     page.get_by_role("tab", name="Drift").click()
     page.locator("#drift-scan").click()  # scope defaults to the open rollout
     page.wait_for_function("document.querySelector('#drift-scan-summary [data-scan]')", timeout=60000)
-    from viewer.drift_cli import SCAN_COLUMNS
+    from viewer.drift.results import SCAN_COLUMNS
 
     cells = page.locator("#drift-scan-table .body-cell")  # Gradio 6's visible dataframe cells
     cells.nth(len(SCAN_COLUMNS) * len(ro.agent_turns) - 1).wait_for()
@@ -189,7 +189,8 @@ def test_scan_table_rows_of_a_data_file_reopen(tmp_path, qwen3):
     from _row_fixtures import contract_rows, write_jsonl
 
     from viewer.config import Settings
-    from viewer.drift_cli import scan_source, scan_table
+    from viewer.drift.corpus import scan_source
+    from viewer.drift.results import scan_table
     from viewer.ui.drift_tab import keep_unpathed, open_scanned
     from viewer.ui.store import RolloutStore
 

@@ -123,3 +123,28 @@ def test_cli_summary_hf_row(fake_hub, capsys):
     assert doc["format"] == "harbor" and doc["turns"] == 3 and doc["tokenizer"] == "qwen3"
     assert main(["summary", "hf://datasets/laion/tb-traces", "--row", "99"]) == 2
     assert "row 99 is past the end (4 rows)" in capsys.readouterr().err
+
+
+def test_token_aware_factory_and_cache_folders_per_reader(fake_hub, tmp_path, monkeypatch):
+    """hub.use_factory sees the token each read is built with; Hub downloads land in one folder
+    per reader (anonymous, the app's own, or a hash of a visitor's token), never the token itself."""
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    from viewer.config import Settings
+
+    monkeypatch.setenv("VIEWER_HUB_CACHE", str(tmp_path / "cache"))
+    seen = []
+
+    def factory(token=None):
+        seen.append(token)
+        return DirFileSystem(path=str(fake_hub), fs=LocalFileSystem(), skip_instance_cache=True)
+
+    spec = "hf://datasets/sergiopaniego/opencode-rollout-trace"
+    with hub.use_factory(factory):
+        monkeypatch.setattr(hub, "_FS", [])  # the fixture's fixed filesystem steps aside for the factory
+        a = open_dataset(spec, Settings(public=True), hub_token="hf_visitor_a")
+        anon = open_dataset(spec, Settings(public=True))
+    assert seen == ["hf_visitor_a", False]
+    assert a.capture != anon.capture and anon.capture.parent.name == "anon"
+    assert "hf_visitor_a" not in str(a.capture) and a.capture.parent.name == hub.reader_tag("hf_visitor_a")

@@ -103,3 +103,13 @@ def test_no_module_over_400_lines():
     big = {str(p.relative_to(REPO)): n for p in (REPO / "viewer").rglob("*.py")
            if (n := len(p.read_text().splitlines())) > 400}
     assert big == {}
+
+
+def test_the_ui_never_imports_a_command_line_module():
+    """The CLIs are front ends like the UI: what both need lives in the library (the scan panel once
+    imported scan_table from drift_cli)."""
+    graph = _import_graph()
+    cli = {m for m in graph if m.endswith("_cli") or m.endswith(".cli") or m == "viewer.cli"}
+    assert "viewer.drift_cli" in cli
+    bad = sorted(f"{m} -> {n}" for m in graph if m.startswith("viewer.ui") for n in graph[m] if n in cli)
+    assert bad == []

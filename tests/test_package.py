@@ -9,6 +9,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds a wheel with pip (tens of seconds)
+
 REPO = Path(__file__).resolve().parent.parent
 
 

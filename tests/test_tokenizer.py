@@ -512,3 +512,23 @@ def test_tokenizer_for_precedence(qwen3, saved_dir, tmp_path):
     assert tokenizer_for(r, Settings(tokenizer="qwen3"), str(saved_dir)).source == "local-dir"
     r2 = Rollout(source="hf://datasets/a/b", format="capture", model="Qwen/Qwen3-8B")
     assert tokenizer_for(r2, Settings()).source == "bundled-qwen3"
+
+
+def test_the_qwen3_package_pin_is_one_value():
+    """The package that ships the Qwen3 files is pinned once in code (bundled.QWEN3_REQUIREMENT); the
+    files that must spell it as text (requirements, pyproject, the hf-jobs script's PEP 723 header)
+    agree with it, and no other module writes it."""
+    import re as _re
+    from pathlib import Path as _P
+
+    from viewer.tokenizer.bundled import QWEN3_REQUIREMENT
+
+    repo = _P(__file__).resolve().parent.parent
+    assert QWEN3_REQUIREMENT in (repo / "requirements.txt").read_text().splitlines()
+    assert f'"{QWEN3_REQUIREMENT}"' in (repo / "pyproject.toml").read_text()
+    header = (repo / "viewer/capture/hf_job_script.py").read_text().split("# ///")[1]
+    assert f'"{QWEN3_REQUIREMENT}"' in header
+    name = QWEN3_REQUIREMENT.split("==")[0]
+    writers = [str(p.relative_to(repo)) for p in (repo / "viewer").rglob("*.py")
+               if p.name not in ("bundled.py", "hf_job_script.py") and _re.search(rf"{name}==", p.read_text())]
+    assert writers == []

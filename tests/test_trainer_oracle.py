@@ -26,6 +26,8 @@ from requires import need  # noqa: E402
 
 from viewer.drift import choose_spec, trainer_rows  # noqa: E402
 
+pytestmark = pytest.mark.slow  # one TRL process per version, each importing torch
+
 REPO = Path(__file__).resolve().parent.parent
 ORACLE_ENV = REPO / ".venv-trl"
 ORACLE = REPO / "tests" / "oracle" / "trl_oracle.py"

@@ -126,3 +126,23 @@ def test_uploads_and_public_captures_are_not_reachable_by_typed_path(tmp_path, m
     monkeypatch.setenv("SPACE_ID", "me/app")
     with pytest.raises(ValueError, match="open through their owner's job link"):
         resolve_user_path("captures/capture-1", s)
+
+
+def test_intake_files_counts_files_and_refuses_name_clashes(tmp_path, monkeypatch):
+    from viewer.sources.upload import intake_files
+
+    monkeypatch.setenv("VIEWER_BUDGET_UPLOAD_FILES", "2")
+    fs = []
+    for i, name in enumerate(("trace.json", "summary.json", "task.json")):
+        (tmp_path / f"u{i}").mkdir()
+        fs.append(tmp_path / f"u{i}" / name)
+        fs[-1].write_text("[]" if i == 0 else "{}")
+    with pytest.raises(UploadRefused, match="3 files in one upload, over the 2"):
+        intake_files(fs, tmp_path / "d1")
+    root, notes = intake_files(fs[:2], tmp_path / "d2")
+    assert root == tmp_path / "d2" and notes == []
+    (tmp_path / "again").mkdir()
+    (tmp_path / "again" / "trace.json").write_text("[1]")
+    root, notes = intake_files([fs[0], tmp_path / "again" / "trace.json"], tmp_path / "d3")
+    assert root == tmp_path / "d3" / "trace.json" and "two uploaded files have this name" in notes[0]
+    assert (tmp_path / "d3" / "trace.json").read_text() == "[]"  # the first one stays

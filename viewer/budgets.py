@@ -36,10 +36,12 @@ BUDGETS: tuple[Budget, ...] = (
            "Records (model calls, turns, steps) one rollout may hold."),
     Budget("turns", "turns", 100_000, 2_000, "Turns one rollout may hold."),
     Budget("turn_tokens", "tokens", 5_000_000, 500_000, "Tokens one turn may hold."),
+    Budget("tokenize_mb", MB, 256, 4, "Text one re-render may hand the tokenizer (a rendered prompt), in MB."),
     Budget("response_mb", MB, 1024, 32, "Bytes one answer to the browser may carry, in MB."),
     Budget("template_s", "s", 60, 5, "Seconds one chat-template render may take."),
     Budget("template_mb", MB, 4096, 256, "Memory one chat-template render may grow the process by, in MB."),
-    Budget("nesting", "levels", 1000, 100, "Nesting depth of JSON/YAML values a reader accepts."),
+    Budget("nesting", "levels", 1000, 100,
+           "Nesting depth of YAML values a reader accepts (JSON stops at the parser's own depth, 1000)."),
     Budget("hub_mb", MB, 100_000, 512, "Bytes read from the Hub for one source, in MB."),
     Budget("upload_files", "files", 10_000, 64, "Files in one upload (a multi-file upload or a zip's entries)."),
     Budget("rows_scanned", "rows", 10_000_000, 100_000, "Rows one sort, filter or scan may read."),
@@ -108,10 +110,9 @@ def limits(public: bool | None = None, environ: dict[str, str] | None = None) ->
     """The budgets in force: each ``VIEWER_BUDGET_<NAME>`` when set (and not 0), else the mode's
     default. ``public`` None: public mode as the settings say (``VIEWER_PUBLIC`` / ``SPACE_ID``)."""
     env = os.environ if environ is None else environ
-    if public is None:
-        from viewer.config import Settings
-
-        public = Settings.from_env(env).public_mode(env)
+    if public is None:  # what Settings.public_mode says, read here so budgets never import config (no cycle)
+        public = (env.get("VIEWER_PUBLIC") or "").strip().lower() in ("1", "true", "yes", "on") \
+            or bool(env.get("SPACE_ID"))
     vals = []
     for b in BUDGETS:
         raw = (env.get(env_name(b.name)) or "").strip()

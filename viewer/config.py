@@ -131,6 +131,13 @@ class Settings:
         env = os.environ if environ is None else environ
         return bool(self.public or env.get("SPACE_ID"))
 
+    def limits(self, environ: dict[str, str] | None = None):
+        """The resource budgets in force for this app (:func:`viewer.budgets.limits`): public-mode
+        defaults when :meth:`public_mode`, each ``VIEWER_BUDGET_<NAME>`` overriding its default."""
+        from viewer.budgets import limits
+
+        return limits(public=self.public_mode(environ), environ=environ)
+
     @classmethod
     def docs(cls) -> list[tuple[str, str, object, str]]:
         """(name, env var, default, help) for every setting: README and --help use it."""

@@ -12,8 +12,8 @@ otherwise a table (one line per turn) and the totals. Progress goes to stderr fo
 of more than one rollout. Exit codes: 0 ok, 1 nothing readable, 2 usage / not found.
 
 The scan itself (:func:`discover`, :func:`iter_rollouts`, :func:`scan_source`) lives in
-:mod:`viewer.drift.corpus`, re-exported here; :func:`scan_table` (rows for a table) is shared
-with the app's scan panel. Nothing here imports gradio.
+:mod:`viewer.drift.corpus`, re-exported here; :func:`scan_table` (rows for a table, shared with the app's scan panel) lives in
+:mod:`viewer.drift.results`. Nothing here imports gradio.
 """
 from __future__ import annotations
 
@@ -23,44 +23,11 @@ import sys
 from typing import Any
 
 from viewer.config import Settings
-from viewer.drift.results import ScanResult
+from viewer.drift.results import SCAN_COLUMNS, scan_table
 from viewer.drift.corpus import ScanInputError, discover, iter_rollouts, scan_source
 
 __all__ = ["add_parser", "discover", "iter_rollouts", "scan_source", "scan_table", "SCAN_COLUMNS",
            "ScanInputError"]
-
-SCAN_COLUMNS = ["rollout", "turn", "drifted", "round trip", "rt cause", "spans", "re-render", "render cause",
-                "prefix", "prefix cause", "re-rendered", "row", "losing gradient", "unchecked"]
-
-
-def _yn(v: bool | None) -> str:
-    return "—" if v is None else ("equal" if v else "DIFF")
-
-
-def scan_table(result: ScanResult, cause: str | None = None, drifted_only: bool = False) -> list[dict[str, Any]]:
-    """One plain dict per turn (columns :data:`SCAN_COLUMNS`), optionally only turns where
-    some check names ``cause``, or only drifted turns. Used by the CLI table and the UI."""
-    out = []
-    for rec in result.get("turns", []):
-        rt, tp, px = rec["retokenize"], rec["template"], rec["prefix"]
-        causes = {c for c in (rt.get("cause"), tp.get("cause"), px.get("cause")) if c}
-        drifted = bool(rec.get("drifted"))  # decided once, by the scan
-        if cause and cause not in causes:
-            continue
-        if drifted_only and not drifted:
-            continue
-        row = rec.get("row") or {}
-        out.append({
-            "rollout": rec["rollout"], "turn": rec["turn"], "drifted": "yes" if drifted else "no",
-            "round trip": _yn(rt.get("equal")), "rt cause": rt.get("cause") or "",
-            "spans": rt.get("changed_spans", 0), "re-render": _yn(tp.get("equal")),
-            "render cause": tp.get("cause") or "", "prefix": px.get("status", ""),
-            "prefix cause": px.get("cause") or "", "re-rendered": px.get("tokens_rerendered", 0),
-            "row": row.get("verdict", ""), "losing gradient": row.get("tokens_losing_gradient", 0),
-            "unchecked": rec.get("unchecked", ""),
-        })
-    return out
-
 
 # --------------------------------------------------------------------------------------
 # CLI

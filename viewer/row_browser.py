@@ -8,7 +8,8 @@ columns each format has (agent, model, task, reward/result, turns, length):
   e.g. Harbor's agent/model/task/result) scan just those columns (parquet column
   projection), then read the page's rows;
 * anything else (e.g. sorting by turns or length) summarises every row once; the result
-  is cached on the source, so the next pages are cheap again.
+  is cached on the source, so the next pages are cheap again. At most the ``rows_scanned``
+  budget of rows is read for it (:class:`viewer.budgets.BudgetExceeded` past that).
 
 Formats with versions (opencode: same ``session_id`` in several batches) list only the
 newest row of each key and say how many older ones are hidden.
@@ -18,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from viewer.budgets import limits
 from viewer.sources.formats import SUMMARY_FIELDS
 
 __all__ = ["ROW_COLUMNS", "Filters", "Page", "browse_page", "summarize_rows"]
@@ -97,8 +99,12 @@ def _all_summaries(src, need: set[str], progress: Callable[[str], None] | None) 
         return cache["full"]
     if progress:
         progress(f"summarising every row ({'columns ' + ', '.join(fmt.light) if light else 'whole rows'})")
+    # A sort or filter reads every row: at most the rows_scanned budget of them (a public app's
+    # visitor cannot make the server read a whole Hub dataset), with a message saying so.
+    lim = limits(src.settings.public_mode() if getattr(src, "settings", None) is not None else None)
     out = {}
     for r, v in src.dataset.scan(list(fmt.light) if light else None):
+        lim.check("rows_scanned", len(out) + 1, f"{src.label}: sorting or filtering reads every row")
         out[r] = _summary(fmt, r, v)
     cache[key] = out
     return out

@@ -21,8 +21,8 @@ from typing import Any, Callable
 from viewer.capture.models import repo_root
 from viewer.capture.procs import popen, stop_group
 
-__all__ = ["OPENCODE_VERSION", "find_opencode", "opencode_config", "opencode_env", "AgentResult", "run_opencode",
-           "DISABLED_TOOLS"]
+__all__ = ["OPENCODE_VERSION", "find_opencode", "opencode_config", "opencode_env", "opencode_vars", "AgentResult",
+           "run_opencode", "DISABLED_TOOLS"]
 
 OPENCODE_VERSION = "1.18.33"
 PROVIDER = "capture"
@@ -78,13 +78,21 @@ def opencode_config(proxy_url: str, model: str, context: int = 16384, output: in
     return cfg
 
 
+def opencode_vars(home: Path, config_path: Path) -> dict[str, str]:
+    """What opencode needs besides PATH/HOME/LANG/TMPDIR/TERM: its offline switches, its config
+    and the XDG folders in its fresh HOME (nothing from the app's environment)."""
+    return {**OFFLINE_ENV, "OPENCODE_CONFIG": str(config_path), "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"), "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_STATE_HOME": str(home / ".local" / "state"), "NO_PROXY": "127.0.0.1,localhost",
+            "no_proxy": "127.0.0.1,localhost"}
+
+
 def opencode_env(home: Path, config_path: Path) -> dict[str, str]:
+    """opencode's whole environment on the host (no sandbox): a few of the host's locale/path
+    variables, never its tokens. In a sandbox it gets :func:`viewer.capture.sandbox.minimal_env`."""
     keep = ("PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "TERM")
     env = {k: os.environ[k] for k in keep if k in os.environ}
-    env.update(OFFLINE_ENV)
-    env.update(HOME=str(home), OPENCODE_CONFIG=str(config_path), XDG_CONFIG_HOME=str(home / ".config"),
-               XDG_DATA_HOME=str(home / ".local" / "share"), XDG_CACHE_HOME=str(home / ".cache"),
-               XDG_STATE_HOME=str(home / ".local" / "state"), NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    env.update(opencode_vars(home, config_path), HOME=str(home))
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     return env
 
@@ -137,14 +145,17 @@ def run_opencode(instruction: str, workdir: Path, home: Path, proxy_url: str, mo
     cfg_path.write_text(json.dumps(opencode_config(proxy_url, model, context, output, steps, auto_compaction, title,
                                                    sandboxed=sandbox is not None), indent=2))
     cmd = [str(exe), "run", "--format", "json", "--model", f"{PROVIDER}/{model}"]
-    if sandbox is not None:
-        sandbox = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, exe.resolve().parent))
-        cmd = sandbox.wrap(cmd)
+    if sandbox is not None:  # uid 65534, no capabilities, PATH/HOME/LANG/TMPDIR/TERM + opencode's own variables
+        exe = exe.resolve()  # inside, only the binary's real folder is bound (no symlink on the way to it)
+        cmd[0] = str(exe)
+        sandbox = dataclasses.replace(sandbox, read_only=(*sandbox.read_only, exe.parent),
+                                      home=home, env={**sandbox.env, **opencode_vars(home, cfg_path)})
     t0 = time.perf_counter()
     status, message = "ok", ""
     with open(log_path, "wb") as out, open(stderr_path, "wb") as err:
-        proc = popen(cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                     env=opencode_env(home, cfg_path))
+        io = dict(cwd=workdir, stdin=subprocess.PIPE, stdout=out, stderr=err)
+        proc = (sandbox.popen(cmd, **io) if sandbox is not None
+                else popen(cmd, env=opencode_env(home, cfg_path), **io))
         try:
             try:
                 proc.stdin.write(instruction.encode())  # type: ignore[union-attr]

@@ -25,7 +25,8 @@ import httpx
 from viewer.capture.models import MODELS, ensure_model, repo_root
 from viewer.capture.procs import popen, stop_group
 
-__all__ = ["BackendError", "LocalVLLM", "Endpoint", "cuda_available", "vllm_python", "free_port", "vllm_command"]
+__all__ = ["BackendError", "LocalVLLM", "Endpoint", "cuda_available", "vllm_python", "free_port", "vllm_command",
+           "Pin", "PinnedTransport", "AsyncPinnedTransport"]
 
 Log = Callable[[str], None]
 
@@ -36,6 +37,42 @@ class BackendError(RuntimeError):
 
 class CaptureCancelled(Exception):
     """The user cancelled the capture (any phase); artefacts so far are kept."""
+
+
+@dataclass(frozen=True)
+class Pin:
+    """Connect to ``address`` for requests to ``host`` (the address the policy checked): the URL
+    keeps the name, so the Host header and TLS SNI/certificate check use the name."""
+
+    host: str
+    address: str
+
+    def rewrite(self, request: httpx.Request) -> None:
+        if request.url.host != self.host:  # a redirect or a typo must not reach another host
+            raise httpx.ConnectError(f"{request.url.host}: not the checked endpoint host {self.host}",
+                                     request=request)
+        request.extensions = {**request.extensions, "sni_hostname": self.host}
+        request.url = request.url.copy_with(host=self.address)  # Host header was set from the name
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    def __init__(self, pin: Pin, **kw) -> None:
+        super().__init__(**kw)
+        self.pin = pin
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.pin.rewrite(request)
+        return super().handle_request(request)
+
+
+class AsyncPinnedTransport(httpx.AsyncHTTPTransport):
+    def __init__(self, pin: Pin, **kw) -> None:
+        super().__init__(**kw)
+        self.pin = pin
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.pin.rewrite(request)
+        return await super().handle_async_request(request)
 
 
 def free_port() -> int:
@@ -59,6 +96,22 @@ def vllm_python(explicit: str = "") -> Path:
     if not p.exists():
         raise BackendError(f"vLLM environment not found at {p}: run `bash scripts/setup_capture.sh`")
     return p
+
+
+def server_env(environ: dict[str, str] | None = None, public: bool | None = None) -> dict[str, str]:
+    """The vLLM server's environment: the app's, less every credential-like variable
+    (OAUTH_CLIENT_SECRET, visitors' tokens, any *_TOKEN / *SECRET*); ``HF_TOKEN`` stays only on a
+    local app (to download a gated model the owner asked for), never on a public one, where the
+    model is named by a visitor and the owner's account must not fetch it."""
+    from viewer.capture.sandbox import _CREDENTIAL
+
+    env = dict(os.environ if environ is None else environ)
+    if public is None:
+        from viewer.config import Settings
+
+        public = Settings.from_env(env).public_mode(env)
+    keep = set() if public else {"HF_TOKEN"}
+    return {k: v for k, v in env.items() if k in keep or not _CREDENTIAL.search(k)}
 
 
 def vllm_command(python: Path, model: str, served: str, port: int, max_model_len: int, max_logprobs: int,
@@ -113,7 +166,7 @@ class LocalVLLM:
             pass
         cmd = vllm_command(py, model_dir, served, port, self.max_model_len, self.max_logprobs, self.logprobs_mode,
                            self.seed, gpu)
-        env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "VLLM_NO_USAGE_STATS": "1",
+        env = {**server_env(), "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), "VLLM_NO_USAGE_STATS": "1",
                "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
         if not gpu:
             env["VLLM_CPU_KVCACHE_SPACE"] = str(self.kv_cache_gib)
@@ -161,16 +214,35 @@ class Endpoint:
     served_name: str = ""
     token: str = ""  # sent upstream by the proxy, never written anywhere
     log: Log = field(default=lambda s: None)
+    # public app: the host is resolved once here, every address checked (policy.pin_endpoint),
+    # and every connection of this capture (this check, the proxy, the rescore) goes to it
+    public: bool = False
+    pin: Pin | None = None
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
+    def transport(self) -> httpx.HTTPTransport | None:
+        return PinnedTransport(self.pin) if self.pin else None
+
+    def async_transport(self) -> httpx.AsyncHTTPTransport | None:
+        return AsyncPinnedTransport(self.pin) if self.pin else None
+
     def start(self) -> str:
+        from viewer.capture.policy import EndpointRefused, pin_endpoint
+
         base = self.url.rstrip("/")
         if base.endswith("/v1"):
             base = base[:-3]
         try:
-            with httpx.Client(timeout=15, trust_env=False) as c:
+            pinned = pin_endpoint(base, self.public)
+        except EndpointRefused as e:
+            raise BackendError(f"endpoint refused: {e}") from None
+        self.pin = Pin(*pinned) if pinned else None
+        if self.pin:
+            self.log(f"endpoint {self.pin.host} pinned to {self.pin.address}")
+        try:
+            with httpx.Client(timeout=15, trust_env=False, transport=self.transport()) as c:
                 r = c.get(base + "/v1/models", headers=self.headers())
         except httpx.HTTPError as e:
             raise BackendError(f"endpoint {base} unreachable: {type(e).__name__}: {e}") from None

@@ -61,34 +61,40 @@ def add_parser(sub) -> None:
 
 
 def spec_from_args(a: argparse.Namespace, settings: Settings):
-    from viewer.capture.job import CaptureSpec
+    """The CaptureSpec the arguments ask for, through the one validator (viewer.visitor); raises
+    VisitorError with a message naming the bad option. The CLI is the owner's: local model folders
+    and loopback endpoints are fine (public=False)."""
+    from viewer.visitor import capture_spec
 
-    def pick(v, d):
-        return d if v is None else v
-
-    return CaptureSpec(
-        out=a.out, backend=a.backend, model=pick(a.model, settings.capture_model), endpoint=a.endpoint,
-        token=os.environ.get("HF_TOKEN", "") if a.backend != "local" else "",
-        task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index, n_prompts=a.n_prompts,
-        seed=a.seed, instruction=a.instruction, scripted=a.scripted, script_commands=list(a.script_command), sandbox=not a.no_sandbox,
-        spell_tool_call_as_pieces=a.spell_tool_call_as_pieces, tokenizer=a.tokenizer,
-        agent_timeout_s=pick(a.agent_timeout, settings.capture_agent_timeout_s),
-        test_timeout_s=pick(a.test_timeout, settings.capture_test_timeout_s),
-        max_output_tokens=pick(a.max_output_tokens, settings.capture_max_output_tokens), steps=a.steps,
-        top_logprobs=pick(a.top_logprobs, settings.capture_top_logprobs),
-        logprobs_mode=pick(a.logprobs_mode, settings.capture_logprobs_mode), title=not a.no_title,
-        vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
-        auto_setup=settings.capture_auto_setup and not a.no_auto_setup,
-        flavor=pick(a.flavor, settings.capture_hf_flavor), results_repo=pick(a.results_repo, settings.capture_results_repo))
+    fields = dict(backend=a.backend, model=a.model, endpoint=a.endpoint,
+                  task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index,
+                  n_prompts=a.n_prompts, seed=a.seed, instruction=a.instruction, scripted=a.scripted,
+                  script_commands=list(a.script_command), sandbox=not a.no_sandbox,
+                  spell_tool_call_as_pieces=a.spell_tool_call_as_pieces, tokenizer=a.tokenizer,
+                  agent_timeout_s=a.agent_timeout, test_timeout_s=a.test_timeout, max_output_tokens=a.max_output_tokens,
+                  steps=a.steps, top_logprobs=a.top_logprobs, logprobs_mode=a.logprobs_mode, title=not a.no_title,
+                  flavor=a.flavor, results_repo=a.results_repo)
+    fields = {k: v for k, v in fields.items() if v is not None}
+    spec = capture_spec(settings, out=a.out, public=False,
+                        token=os.environ.get("HF_TOKEN", "") if a.backend != "local" else "", **fields)
+    spec.auto_setup = settings.capture_auto_setup and not a.no_auto_setup
+    return spec
 
 
 def _cmd_capture(a: argparse.Namespace, settings: Settings) -> int:
     from viewer.capture.job import run_capture
+    from viewer.visitor import VisitorError
 
     if a.scripted and a.instruction:
         print("error: --scripted needs a bundled task (it replays the task's reference solution)", file=sys.stderr)
         return 2
-    spec = spec_from_args(a, settings)
+    try:
+        spec = spec_from_args(a, settings)
+    except VisitorError as e:
+        flag = {"agent_timeout_s": "agent-timeout", "test_timeout_s": "test-timeout", "task_source": "deepcoder",
+                "script_commands": "script-command"}.get(e.field, e.field.replace("_", "-"))
+        print(f"error: --{flag}: {str(e).split(': ', 1)[1]}", file=sys.stderr)
+        return 2
     import signal
     import threading
 

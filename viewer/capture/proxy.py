@@ -53,6 +53,9 @@ class ProxyConfig:
     max_tokens_cap: int | None = None
     # added to every main-agent call (e.g. -100 on <tool_call>/</tool_call>: --spell-tool-call-as-pieces)
     logit_bias: dict[str, float] = field(default_factory=dict)
+    # a public app's endpoint: connect to the address the policy checked (backends.Pin), never
+    # to whatever the name resolves to later
+    pin: Any = None
 
 
 def enrich_request(body: dict[str, Any], cfg: ProxyConfig, kind: str) -> dict[str, Any]:
@@ -121,7 +124,13 @@ def make_app(cfg: ProxyConfig, recorder: Recorder, on_record: Callable[[dict[str
     def client() -> httpx.AsyncClient:
         c = state.get("client")
         if c is None:
-            c = state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(cfg.timeout_s, connect=10.0), trust_env=False)
+            transport = None
+            if cfg.pin is not None:
+                from viewer.capture.backends import AsyncPinnedTransport
+
+                transport = AsyncPinnedTransport(cfg.pin)
+            c = state["client"] = httpx.AsyncClient(timeout=httpx.Timeout(cfg.timeout_s, connect=10.0), trust_env=False,
+                                                    transport=transport)
         return c
 
     def headers_of(request: Request) -> dict[str, str]:

@@ -60,12 +60,12 @@ def rescore_one(client: httpx.Client, base: str, rec: dict[str, Any], k: int, he
 
 
 def rescore_records(records: list[dict[str, Any]], upstream: str, k: int = 5, headers: dict[str, str] | None = None,
-                    only_scripted: bool = True) -> int:
+                    only_scripted: bool = True, transport: httpx.BaseTransport | None = None) -> int:
     """Rescore records in place; returns how many were rescored (errors leave a record as it was)."""
     base = upstream.rstrip("/")
     base = base[:-3] if base.endswith("/v1") else base
     n = 0
-    with httpx.Client(timeout=600, trust_env=False) as c:
+    with httpx.Client(timeout=600, trust_env=False, transport=transport) as c:  # transport: a pinned endpoint
         for rec in records:
             if only_scripted and "structured_outputs" not in (rec.get("request") or {}):
                 continue

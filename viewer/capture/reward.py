@@ -3,16 +3,24 @@
 Each test runs ``python3 solution.py`` in the workdir with the test input on stdin, in its
 own process group, with a wall-clock timeout (the group is killed on timeout). Outputs
 are compared after normalising trailing whitespace on each line and trailing blank lines.
+
+The agent wrote ``solution.py``: it never gets the app's environment (tokens, the OAuth
+secret), sandboxed or not. In the sandbox it runs as uid 65534 with no capability and
+exactly :func:`viewer.capture.sandbox.minimal_env`; without one (a developer's machine with
+no bubblewrap, or ``--no-sandbox``) it still gets only that minimal environment (HOME = the
+work folder) — its files and network are then the developer's own, as the capture log warns.
 """
 from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from viewer.capture.procs import popen, stop_group
+from viewer.capture.sandbox import PATH, PYTHON, Sandbox, minimal_env
 
 __all__ = ["score", "normalise"]
 
@@ -23,13 +31,12 @@ def normalise(text: str) -> str:
 
 def _run(workdir: Path, stdin: str, timeout_s: float, python: str, sandboxed: bool = False) -> dict[str, Any]:
     t0 = time.perf_counter()
-    cmd = [python, "solution.py"]
+    io = dict(cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if sandboxed:  # the agent wrote this code: it runs with no network and sees nothing of the host
-        from viewer.capture.sandbox import PYTHON, Sandbox
-
-        cmd = Sandbox(Path(workdir)).wrap([PYTHON, "solution.py"])
-    proc = popen(cmd, cwd=workdir, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                 stderr=subprocess.PIPE, text=True)
+        proc = Sandbox(Path(workdir)).popen([PYTHON, "solution.py"], **io)
+    else:  # no sandbox: the host's files, but still none of the app's environment
+        env = minimal_env(workdir, tmpdir=tempfile.gettempdir(), path=f"{Path(python).parent}:{PATH}")
+        proc = popen([python, "solution.py"], env=env, **io)
     try:
         out, err = proc.communicate(stdin, timeout=timeout_s)
         return {"exit_code": proc.returncode, "stdout": out[-2000:], "stderr": err[-2000:], "timed_out": False,

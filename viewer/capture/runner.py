@@ -1,8 +1,14 @@
-"""Background captures for the app: one at a time per process, looked up by job id.
+"""Background captures for the app, looked up by job id.
+
+Local and endpoint captures use this machine (vLLM, the agent): one at a time, the others in a
+FIFO queue. hf-jobs captures run on the visitor's Hugging Face account and use no server CPU:
+they start at once, outside that queue, and are limited per account instead (budget
+``captures_per_account``, counted over both kinds).
 
 No gradio here: the UI starts a job, polls :meth:`CaptureRunner.snapshot` from a timer,
-and re-attaches with ``?job=<id>``. The registry is a cache; the artefact folder on disk
-is the record (a restarted app can still open it).
+and re-attaches with ``?job=<id>``. The registry is a cache, pruned (at most ``keep_finished``
+finished jobs, each for ``finished_ttl_s``); the artefact folder on disk is the record. A job's
+token (a visitor's sign-in) is dropped from memory as soon as the job ends.
 """
 from __future__ import annotations
 
@@ -18,6 +24,15 @@ __all__ = ["CaptureBusy", "CaptureRunner", "RUNNER"]
 
 class CaptureBusy(RuntimeError):
     """A capture is already running in this app."""
+
+
+def _forget_token(job: Any) -> None:
+    """Drop the job's token (a visitor's sign-in or typed token) once it has ended: what it says
+    about its error is redacted first, then the spec keeps no secret in this long-lived registry."""
+    redact = getattr(job, "redact", None)
+    if redact is not None and getattr(job, "error", None):
+        job.error = redact(job.error)
+    job.spec.token = ""
 
 
 class _RemoteJob:
@@ -65,7 +80,9 @@ class CaptureRunner:
     waiting, and only that owner may cancel it. ``max_wall_s`` cancels a capture that runs
     longer (status ``timeout``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_finished: int = 64, finished_ttl_s: float = 3600.0) -> None:
+        self.keep_finished, self.finished_ttl_s = keep_finished, finished_ttl_s
+        self._ended: dict[str, float] = {}  # job id -> when it ended (for pruning)
         self._lock = threading.Lock()
         self.jobs: dict[str, Any] = {}
         self.threads: dict[str, threading.Thread] = {}
@@ -77,24 +94,39 @@ class CaptureRunner:
     def _busy(self) -> bool:
         return self.active is not None and self.threads[self.active].is_alive()
 
+    def _live(self, job_id: str) -> bool:  # (lock held) running or queued
+        t = self.threads.get(job_id)
+        return job_id in self.queue or bool(t and t.is_alive())
+
     def start(self, spec: CaptureSpec, owner: str = "", max_wall_s: float | None = None) -> str:
-        """Queue ``spec`` (started at once when nothing runs); the job id (unguessable)."""
+        """Queue ``spec`` (started at once when nothing runs, or when it runs remotely); the job id
+        (unguessable). Raises CaptureBusy when ``owner`` is at its limit of live captures."""
+        from viewer.budgets import limits
+
         with self._lock:
-            mine = [j for j in ([self.active] if self._busy() else []) + self.queue if owner and self.owners[j] == owner]
-            if mine:
-                raise CaptureBusy(f"a capture is already running for you (job {mine[0]}); wait for it or cancel it")
+            self._prune()
+            mine = [j for j in self.jobs if owner and self.owners.get(j) == owner and self._live(j)]
+            per_account = int(limits().captures_per_account or 1)  # 0 = one per visitor
+            if len(mine) >= per_account:
+                raise CaptureBusy(f"a capture is already running for you (job {mine[0]}); wait for it or cancel it "
+                                  f"(at most {per_account} per account)")
             job_id = secrets.token_hex(16)
-            job = _RemoteJob(spec) if spec.backend == "hf-jobs" else CaptureJob(spec)
+            remote = spec.backend == "hf-jobs"
+            job = _RemoteJob(spec) if remote else CaptureJob(spec)
             self.jobs[job_id], self.owners[job_id], self._walls[job_id] = job, owner, max_wall_s
-            if self._busy():
+            if remote:  # runs on the visitor's account: never waits for, nor holds, the local slot
+                self._launch(job_id, local=False)
+            elif self._busy():
                 self.queue.append(job_id)
             else:
                 self._launch(job_id)
             return job_id
 
-    def _launch(self, job_id: str) -> None:  # (lock held)
+    def _launch(self, job_id: str, local: bool = True) -> None:  # (lock held)
         t = threading.Thread(target=self._run, args=(job_id,), name=f"capture-{job_id[:8]}", daemon=True)
-        self.threads[job_id], self.active = t, job_id
+        self.threads[job_id] = t
+        if local:
+            self.active = job_id
         t.start()
 
     def _run(self, job_id: str) -> None:
@@ -109,13 +141,29 @@ class CaptureRunner:
         finally:
             if timer is not None:
                 timer.cancel()
+            _forget_token(job)
             with self._lock:
+                self._ended[job_id] = time.time()
                 if self.active == job_id:
                     self.active = None
                 while self.queue and not self._busy():
                     nxt = self.queue.pop(0)
                     if not getattr(self.jobs[nxt], "cancel_event", threading.Event()).is_set():
                         self._launch(nxt)
+                    else:
+                        self._ended[nxt] = time.time()
+                self._prune()
+
+    def _prune(self) -> None:  # (lock held)
+        """Forget finished jobs past the TTL, and the oldest beyond ``keep_finished`` (their folders stay)."""
+        now = time.time()
+        done = sorted((t, j) for j, t in self._ended.items() if not self._live(j))
+        drop = {j for t, j in done if now - t > self.finished_ttl_s}
+        keep = [j for _t, j in done if j not in drop]
+        drop.update(keep[:max(0, len(keep) - self.keep_finished)])
+        for j in drop:
+            for d in (self.jobs, self.threads, self.owners, self._walls, self._ended):
+                d.pop(j, None)
 
     def get(self, job_id: str | None):
         return self.jobs.get(job_id or "")
@@ -155,6 +203,8 @@ class CaptureRunner:
                 self.queue.remove(job_id)
                 job.cancel()
                 job.mark_cancelled_before_start()
+                _forget_token(job)
+                self._ended[job_id] = time.time()
                 return True
         job.cancel()
         return True
@@ -178,6 +228,7 @@ class CaptureRunner:
         for j in queued:
             self.jobs[j].cancel()
             self.jobs[j].mark_cancelled_before_start()
+            _forget_token(self.jobs[j])
         for j in live:
             self.jobs[j].cancel()
         deadline = time.monotonic() + timeout

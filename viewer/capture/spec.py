@@ -2,10 +2,33 @@
 Capture tab and the tests, read by :class:`viewer.capture.job.CaptureJob`."""
 from __future__ import annotations
 
+import secrets
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
-__all__ = ["CaptureSpec", "PHASES"]
+__all__ = ["CaptureSpec", "PHASES", "unique_name", "new_capture_dir"]
+
+
+def unique_name(prefix: str = "capture") -> str:
+    """``capture-YYYYmmdd-HHMMSS-<8 hex>``: readable, sortable, and two visitors starting in the same
+    second never share a capture folder or an hf-jobs run name."""
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+
+
+def new_capture_dir(root: str | Path, prefix: str = "capture") -> Path:
+    """A new, empty capture folder under ``root``, created exclusively (never an existing one)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        p = root / unique_name(prefix)
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not make a new capture folder under {root}")
 
 
 PHASES = ("setup", "server", "agent", "rescore", "reward", "artefacts")
@@ -51,6 +74,19 @@ class CaptureSpec:
     tokenizer: str = ""  # where the served model's tokenizer is (folder or Hub name); default: from the model
     flavor: str = "a100-large"  # hf-jobs
     results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to
+    # started on a public app: an endpoint is pinned to a checked, globally routable address
+    public_app: bool = False
+
+    def tokenizer_names(self, served: str, model_dir: str | None) -> tuple[Any, ...]:
+        """Where to look for the tokenizer, in order: the tokenizer, the built model's folder, the served
+        name, the model. On a public app no name may be a server folder: the served name comes from the
+        endpoint, i.e. from a visitor."""
+        def ok(n: str | None) -> str | None:
+            if self.public_app and n and (str(n)[:1] in "/.~" or Path(str(n)).exists()):
+                return None
+            return n
+
+        return ok(self.tokenizer), model_dir, ok(served), ok(self.model)
 
     def public(self) -> dict[str, Any]:
         d = asdict(self)

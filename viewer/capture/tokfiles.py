@@ -38,7 +38,12 @@ def _hub_dir(name: str, online: bool) -> Path | None:
     try:
         from huggingface_hub import snapshot_download
 
-        d = snapshot_download(name, allow_patterns=list(FILES), local_files_only=not online)
+        from viewer.config import Settings
+
+        # a public app fetches a model's tokenizer as nobody: a visitor's model name never makes it
+        # read a private or gated repo with the Space's HF_TOKEN
+        token = False if Settings.from_env().public_mode() else None
+        d = snapshot_download(name, allow_patterns=list(FILES), local_files_only=not online, token=token)
         return Path(d) if _is_dir(Path(d)) else None
     except Exception:  # not cached / offline / no such repo: the caller tries the next source
         return None

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from viewer.drift.values import Classification
 from viewer.tokenizer import token_table
+from viewer.tokenizer.specials import END_OF_TURN
 
 __all__ = ["CAUSES", "AL_CLASS", "classify_divergence", "common_prefix"]
 
@@ -34,7 +35,6 @@ AL_CLASS = {
     "tool_args_reformatted": "others",
     "content_changed": "others",
 }
-_END_STRINGS = ("<|im_end|>", "<|endoftext|>", "<|end|>", "<|return|>", "<|eot_id|>", "<|eom_id|>")
 _THINK_RE = re.compile(r"<think>(.*?)</think>\s*", re.S)
 _TEXT_WINDOW = 60     # characters either side in evidence text
 _AGREE = 64           # characters that must agree after a cause's edit for it to explain the break
@@ -114,14 +114,14 @@ def _structural(ra: str, rb: str, labels: tuple[str, str]) -> tuple[str, str] | 
             return ("think_dropped",
                     f"{side} has a <think> block ({size} chars of reasoning) the other side lacks; {tail}")
     # 2. a newline / end token added, lost or swapped
-    ends = ("\n", *_END_STRINGS)
+    ends = ("\n", *END_OF_TURN)
     for x in ends:
         if ra.startswith(x) and _agree(ra[len(x):], rb):
             return "eos_newline", f"{la} has an extra {x!r} at the boundary that {lb} lacks"
         if rb.startswith(x) and _agree(ra, rb[len(x):]):
             return "eos_newline", f"{lb} has an extra {x!r} at the boundary that {la} lacks"
-    for x in _END_STRINGS:
-        for y in _END_STRINGS:
+    for x in END_OF_TURN:
+        for y in END_OF_TURN:
             if x != y and ra.startswith(x) and rb.startswith(y) and _agree(ra[len(x):], rb[len(y):]):
                 return "eos_newline", f"end token {x} in {la} became {y} in {lb}"
     return None

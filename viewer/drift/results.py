@@ -6,10 +6,10 @@ checker and a reader see every key here, in one place, instead of in docstrings.
 """
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 __all__ = ["RetokenizeResult", "TemplateResult", "PrefixResult", "RowResult", "TurnRecord", "TrainerTally",
-           "TrainerBlock", "ScanTotals", "ScanResult", "ScanError", "TokenizerUsed"]
+           "TrainerBlock", "ScanTotals", "ScanResult", "ScanError", "TokenizerUsed", "SCAN_COLUMNS", "scan_table"]
 
 
 class RetokenizeResult(TypedDict, total=False):
@@ -124,3 +124,36 @@ class ScanResult(TypedDict, total=False):
     tokenizers: list[TokenizerUsed]
     errors: list[ScanError]
     tokenizer_note: str
+
+
+SCAN_COLUMNS = ["rollout", "turn", "drifted", "round trip", "rt cause", "spans", "re-render", "render cause",
+                "prefix", "prefix cause", "re-rendered", "row", "losing gradient", "unchecked"]
+
+
+def _yn(v: bool | None) -> str:
+    return "—" if v is None else ("equal" if v else "DIFF")
+
+
+def scan_table(result: ScanResult, cause: str | None = None, drifted_only: bool = False) -> list[dict[str, Any]]:
+    """One plain dict per turn (columns :data:`SCAN_COLUMNS`), optionally only turns where
+    some check names ``cause``, or only drifted turns. Used by the CLI table and the UI."""
+    out = []
+    for rec in result.get("turns", []):
+        rt, tp, px = rec["retokenize"], rec["template"], rec["prefix"]
+        causes = {c for c in (rt.get("cause"), tp.get("cause"), px.get("cause")) if c}
+        drifted = bool(rec.get("drifted"))  # decided once, by the scan
+        if cause and cause not in causes:
+            continue
+        if drifted_only and not drifted:
+            continue
+        row = rec.get("row") or {}
+        out.append({
+            "rollout": rec["rollout"], "turn": rec["turn"], "drifted": "yes" if drifted else "no",
+            "round trip": _yn(rt.get("equal")), "rt cause": rt.get("cause") or "",
+            "spans": rt.get("changed_spans", 0), "re-render": _yn(tp.get("equal")),
+            "render cause": tp.get("cause") or "", "prefix": px.get("status", ""),
+            "prefix cause": px.get("cause") or "", "re-rendered": px.get("tokens_rerendered", 0),
+            "row": row.get("verdict", ""), "losing gradient": row.get("tokens_losing_gradient", 0),
+            "unchecked": rec.get("unchecked", ""),
+        })
+    return out

@@ -179,10 +179,12 @@ def message_prompt_ids(tok, turn: Turn) -> list[int]:
     """The prompt ids ``trl-message`` trains on: the request's messages and tools through
     ``apply_chat_template(..., add_generation_prompt=True)``, exactly as TRL 1.14 renders them
     (also what ``compare`` uses for prompts recorded without engine ids)."""
+    from viewer.tokenizer import render_prompt_ids
+
     msgs, tools = _request_messages(turn)
-    ids = tok.apply_chat_template(msgs, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False)
-    if isinstance(ids, dict) or hasattr(ids, "keys"):  # some tokenizers return a BatchEncoding anyway
-        ids = ids["input_ids"]
+    # the same text and ids as apply_chat_template(tokenize=True), rendered within the template budgets
+    # (the template may be a capture's own; issue 26)
+    ids = render_prompt_ids(tok, msgs, tools=tools, normalize_tool_arguments=False, add_generation_prompt=True)
     return [int(x) for x in ids]
 
 

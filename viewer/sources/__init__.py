@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from viewer.budgets import BudgetExceeded
 from viewer.config import Settings
 from viewer.rollout import Problem, Rollout
 from viewer.sources.layout import RECORD_NAMES
@@ -99,7 +100,12 @@ class DatasetSource:
             best: dict[Any, tuple[Any, int]] = {}
             every: dict[Any, list[tuple[Any, int]]] = {}
             order: list[Any] = []
+            lim = self.settings.limits()
             for r, v in self.dataset.scan([key, ver]):
+                if lim.rows_scanned and r >= lim.rows_scanned:
+                    raise SourceError(str(BudgetExceeded("rows_scanned", lim.rows_scanned, r + 1,
+                                                         f"{self.label}: the {key}/{ver} scan (newest row per key)",
+                                                         lim.public)))
                 if not isinstance(v, dict):
                     continue
                 k = v.get(key, f"#row{r}")
@@ -138,6 +144,8 @@ class DatasetSource:
                 ro = read_capture(self.capture, self.settings)
             except CaptureUnreadable as e:
                 raise SourceError(str(e)) from None
+            except BudgetExceeded as e:
+                raise SourceError(f"{self.label}: {e}") from None
             ro.source = self.label
             return ro
         chosen = self.default_row() if row is None else int(row)
@@ -147,7 +155,7 @@ class DatasetSource:
             n = self.dataset.known_rows()
             raise SourceNotFound(f"{self.label}: row {chosen} is past the end"
                                  + (f" ({n} rows)" if n is not None else "")) from None
-        except RowReadError as e:
+        except (RowReadError, BudgetExceeded) as e:
             raise SourceError(f"{self.label}: {e}") from None
         except OSError as e:
             raise SourceError(f"{self.label}: cannot read row {chosen}: {e}") from None
@@ -162,8 +170,12 @@ class DatasetSource:
             raise SourceError(f"{self.label}: row {chosen}: {self.format.name} reader failed: "
                               f"{type(e).__name__}: {e}") from None
         override = tokenizer_override or self.settings.tokenizer or None
-        ro = to_rollout(conv, source=f"{self.label} row {chosen}", fmt=self.format.name,
-                        label=f"{self.label} row {chosen}", tokenizer_override=override)
+        try:
+            ro = to_rollout(conv, source=f"{self.label} row {chosen}", fmt=self.format.name,
+                            label=f"{self.label} row {chosen}", tokenizer_override=override,
+                            limits=self.settings.limits())
+        except BudgetExceeded as e:
+            raise SourceError(f"{self.label}: row {chosen}: {e}") from None
         ro.meta.update(dataset=self.label, row=chosen, alternatives=self.alternatives)
         if row is None and (self.dataset.known_rows() or 0) > 1:
             ro.meta["row_note"] = f"row {chosen} of a dataset of many rows (choose one with --row)"
@@ -212,7 +224,7 @@ def _row_source(ds, label: str, settings: Settings, fmt: str | None, note: str) 
         first = None
         if ds.files[0].kind != "parquet" or fmt in (None, "auto"):
             first = ds.read_rows([0])[0][1] if len(ds.files) and ds.count(ds.files[0]) else None
-    except RowReadError as e:
+    except (RowReadError, BudgetExceeded) as e:
         raise SourceError(f"{label}: {e}") from None
     except OSError as e:
         raise SourceError(f"{label}: cannot read: {e}") from None
@@ -224,30 +236,36 @@ def _row_source(ds, label: str, settings: Settings, fmt: str | None, note: str) 
 
 def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: str | None = None,
                  config: str | None = None, format: str | None = None,
-                 progress: Callable[[str], None] | None = None) -> DatasetSource:
-    """Open a source for row browsing: ``hf://...``, a data file, a folder of data files, or a capture."""
+                 progress: Callable[[str], None] | None = None, hub_token: str | None = None) -> DatasetSource:
+    """Open a source for row browsing: ``hf://...``, a data file, a folder of data files, or a capture.
+
+    ``hub_token``: the visitor's own sign-in token for ``hf://`` reads (public mode: none means
+    anonymous, never the app's ``HF_TOKEN``; see :func:`viewer.sources.hub.read_token`)."""
     from viewer.sources import hub
     from viewer.sources.rowdata import RowDataset, data_kind, local_dataset
 
     settings = settings or Settings()
     text = str(spec)
-    kw = dict(max_file_mb=settings.max_file_mb, max_cell_mb=min(256, settings.max_file_mb), progress=progress)
+    kw = dict(max_file_mb=settings.max_file_mb, max_cell_mb=min(256, settings.max_file_mb), progress=progress,
+              limits=settings.limits())
     if text.startswith("hf://"):
         try:
             hs = hub.parse_hf(text)
-            fs = hub.hub_filesystem()
+            fs = hub.hub_filesystem(hub_token, settings)
             if progress:
                 progress(f"listing files of {hs}")
             files, is_file = hub.list_files(fs, hs)
             if format in (None, "auto", "capture") and not is_file and hub.is_capture_layout(files):
-                local = hub.fetch_capture(fs, hs, files, progress)
+                local = hub.fetch_capture(fs, hs, files, progress, max_file_mb=settings.max_file_mb)
                 return DatasetSource(text, settings, capture=local, note=f"capture files fetched into {local}")
             chosen, note = hub.select_data_files(files, split=split, config=config,
-                                                 configs=None if is_file else hub._readme_configs(fs, hs))
+                                                 configs=None if is_file else hub._readme_configs(fs, hs, settings.limits()))
             if not chosen:
                 raise SourceError(f"{text}: no parquet, JSONL or JSON data files "
                                   f"(files: {', '.join(sorted(files)[:10]) or 'none'})")
-            ds = RowDataset(fs, hub.data_files(hs, chosen, files, is_file), text, **kw)
+            # a Hub JSONL file is scanned (line offsets, row counts) only within VIEWER_MAX_FILE_MB
+            ds = RowDataset(fs, hub.data_files(hs, chosen, files, is_file), text, max_scan_mb=settings.max_file_mb,
+                            **kw)
         except hub.HubNotFound as e:
             raise SourceNotFound(str(e) if str(e).startswith(text) else f"{text}: {e}") from None
         except hub.HubError as e:
@@ -291,7 +309,8 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         except (RowReadError, OSError):
             first = None  # let the capture reader report exactly where the file is broken
             return DatasetSource(str(p), settings, capture=p)
-        if format == "capture" or first is None or _capture_like(first) or p.name in _CAPTURE_NAMES:
+        if format == "capture" or first is None or isinstance(first, RowReadError) or _capture_like(first) \
+                or p.name in _CAPTURE_NAMES:  # a broken first row: the capture reader says where
             return DatasetSource(str(p), settings, capture=p)
         from viewer.sources.registry import detect_formats
 

@@ -99,9 +99,10 @@ def read_capture(path: Path, settings: Settings | None = None) -> Rollout:
 def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Rollout:
     ctx = Ctx()
     max_mb = settings.max_file_mb
+    lim = settings.limits()  # records stop the stream; turns and tokens are checked as each turn is made
     ro = Rollout(source=str(path), format=fmt)
-    trace_rs = open_records(files.trace, files.trace.name, max_mb) if files.trace else None
-    turns_rs = open_records(files.turns, files.turns.name, max_mb) if files.turns else None
+    trace_rs = open_records(files.trace, files.trace.name, max_mb, lim) if files.trace else None
+    turns_rs = open_records(files.turns, files.turns.name, max_mb, lim) if files.turns else None
     # A single file holding turns entries is a turns file, not a trace.
     if fmt == "trace" and trace_rs is not None and is_turns_record(trace_rs.first()):
         turns_rs, trace_rs, fmt = trace_rs, None, "turns"
@@ -122,6 +123,7 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
         for i, rec in enumerate(records):
             t = turn_from_record(rec, i, trace_rs, ctx)
             if t is not None:
+                check_turn(lim, t, len(turns), f"{trace_rs.label}: {trace_rs.where(i)}")
                 turns.append(t)
         ctx.problems.extend(trace_rs.problems)
         has_trace = trace_rs.parsed
@@ -131,6 +133,8 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
     if turns_rs is not None and turns_rs.parsed:
         records = _recognised(turns_rs, _TURNS_KEYS, "turns entries", ctx)
         turns = merge_turns_file(turns, records, turns_rs, ctx, has_trace=has_trace)
+        for k, t in enumerate(turns):
+            check_turn(lim, t, k, f"{turns_rs.label}: turn {k}")
         ctx.problems.extend(turns_rs.problems)
         if turns_rs.parsed and not records.count and not turns_rs.problems:
             ctx.add(turns_rs.label, "", "turns file has no entries", "warning")
@@ -194,6 +198,12 @@ class _recognised:
         self.ctx.add(self.rs.label, "", f"not {self.what}: no record has any of {', '.join(self.keys)}; "
                                         "format not recognised")
         self.rs.parsed = False
+
+
+def check_turn(lim, t: Turn, k: int, where: str) -> None:
+    """The ``turns`` and ``turn_tokens`` budgets for turn ``k`` (raises BudgetExceeded)."""
+    lim.check("turns", k + 1, where)
+    lim.check("turn_tokens", len(t.prompt_ids) + len(t.output_ids), where)
 
 
 def _join(problems: list[Problem]) -> str:

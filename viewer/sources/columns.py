@@ -32,6 +32,9 @@ class Checked(Generic[T]):
     error: str | None = None
 
 
+MAX_ID = 2 ** 31  # no vocabulary comes near; a bigger "id" (a 4,000-digit number) is bad data, not a token
+
+
 def _show(x: Any) -> str:
     s = repr(x)
     return s if len(s) <= 40 else s[:37] + "..."
@@ -45,12 +48,12 @@ def check_ids(value: Any) -> Checked[int]:
         return Checked(None, f"expected a list of token ids, got {type(value).__name__}")
     if not value:
         return Checked(value)
-    if set(map(type, value)) == {int} and min(value) >= 0:
+    if set(map(type, value)) == {int} and min(value) >= 0 and max(value) < MAX_ID:
         return Checked(pack_ids(value))
     for i, x in enumerate(value):
-        if type(x) is not int or x < 0:
+        if type(x) is not int or x < 0 or x >= MAX_ID:
             return Checked(pack_ids(value[:i]), f"entry {i} is {_show(x)} ({type(x).__name__}), expected a non-negative "
-                                      f"int token id; kept the {i} ids before it")
+                                      f"int token id under 2**31; kept the {i} ids before it")
     return Checked(value)  # unreachable
 
 

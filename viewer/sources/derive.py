@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from viewer.budgets import BudgetExceeded
 from viewer.rollout import Problem, Rollout, Turn
 
 __all__ = ["Conversation", "derive_turns", "to_rollout", "template_message", "end_token_ids",
@@ -64,8 +65,10 @@ def template_message(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def end_token_ids(tok) -> set[int]:
+    from viewer.tokenizer.specials import END_OF_TURN
+
     ids: set[int] = set()
-    for name in ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"):
+    for name in END_OF_TURN:
         try:
             i = tok.convert_tokens_to_ids(name)
         except Exception:
@@ -93,12 +96,18 @@ def _cut_after_end(tail: list[int], ends: set[int]) -> list[int]:
 
 
 def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tok, *,
-                 label: str = "", chat_template_kwargs: dict[str, Any] | None = None
+                 label: str = "", chat_template_kwargs: dict[str, Any] | None = None, limits=None
                  ) -> tuple[list[Turn], list[Problem]]:
-    """One derived Turn per assistant message (see module doc). Never raises on bad data."""
+    """One derived Turn per assistant message (see module doc). Never raises on bad data, only
+    :class:`~viewer.budgets.BudgetExceeded` past a budget of ``limits`` (messages = ``records``,
+    assistant messages = ``turns``, checked before any render; a rendered prompt: ``turn_tokens``)."""
     from viewer.tokenizer import render_prompt_ids
 
     problems: list[Problem] = []
+    if limits is not None:
+        limits.check("records", len(messages), f"{label}: messages")
+        limits.check("turns", sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"),
+                     f"{label}: assistant messages")
     msgs = [template_message(m) for m in messages if isinstance(m, dict)]
     ends = end_token_ids(tok)
     turns: list[Turn] = []
@@ -112,9 +121,12 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
         info: dict[str, Any] = {}
         try:
             prompt = render_prompt_ids(tok, msgs[:i], tools=tools or None, chat_template_kwargs=chat_template_kwargs,
-                                       add_generation_prompt=True)
+                                       add_generation_prompt=True, limits=limits)
             full = render_prompt_ids(tok, msgs[:i + 1], tools=tools or None,
-                                     chat_template_kwargs=chat_template_kwargs, add_generation_prompt=False)
+                                     chat_template_kwargs=chat_template_kwargs, add_generation_prompt=False,
+                                     limits=limits)
+        except BudgetExceeded:
+            raise
         except Exception as e:  # a template that cannot render this conversation
             t.error = f"chat template failed: {type(e).__name__}: {e}"
             t.trained = False
@@ -122,6 +134,8 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
             problems.append(Problem(label, f"turn {k} (message {i})", t.error))
             turns.append(t)
             continue
+        if limits is not None:
+            limits.check("turn_tokens", len(full), f"{label}: turn {k} (message {i})")
         common = _common_prefix(prompt, full)
         info["prompt_is_prefix"] = common == len(prompt)
         if common < len(prompt):
@@ -182,8 +196,8 @@ def choose_tokenizer(model: str | None, override: str | None = None):
                            "template (a reconstruction, not what the model saw).")
 
 
-def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokenizer_override: str | None = None
-               ) -> Rollout:
+def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokenizer_override: str | None = None,
+               limits=None) -> Rollout:
     """Assemble a Rollout: exact turns when the row has ids, else derived ones."""
     ro = Rollout(source=source, format=fmt, model=conv.model, task=conv.task, instruction=conv.instruction,
                  summary=conv.summary, reward=conv.reward)
@@ -192,6 +206,11 @@ def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokeniz
     if conv.agent:
         ro.meta["agent"] = conv.agent
     exact = conv.exact_turns
+    if limits is not None and exact:
+        limits.check("turns", len(exact), f"{label}: turns")
+        for k, t in enumerate(exact):
+            if t is not None:
+                limits.check("turn_tokens", len(t.prompt_ids) + len(t.output_ids), f"{label}: turn {k}")
     if exact is not None and exact and all(t is not None for t in exact):
         ro.turns = list(exact)  # type: ignore[arg-type]
         ro.meta["token_view"] = "exact"
@@ -204,7 +223,7 @@ def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokeniz
             ro.meta["token_view"] = "none"
             return ro
         turns, probs = derive_turns(conv.messages, conv.tools, choice.tokenizer, label=label,
-                                    chat_template_kwargs=conv.chat_template_kwargs)
+                                    chat_template_kwargs=conv.chat_template_kwargs, limits=limits)
         ro.problems.extend(probs)
         ro.meta["token_view"] = "derived"
         # exact turns (aligned with the assistant messages; None = derive) replace derived ones

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import hashlib
 import os
 import re
 import tempfile
@@ -27,12 +28,14 @@ from typing import Any, Callable, Iterator
 from viewer.sources.layout import CAPTURE_FILES, RECORD_NAMES
 from viewer.sources.rowdata import DataFile, data_kind
 
-__all__ = ["HubSpec", "parse_hf", "use_filesystem", "hub_filesystem", "HubError", "HubNotFound",
+__all__ = ["HubSpec", "parse_hf", "use_filesystem", "use_factory", "read_token", "reader_tag", "hub_filesystem",
+           "BudgetedFS", "HubError", "HubNotFound",
            "CAPTURE_FILES", "list_files", "select_data_files", "fetch_capture", "hub_call"]
 
 _MARKERS = RECORD_NAMES
 _SPEC = re.compile(r"^hf://datasets/([^/@\s]+)/([^/@\s]+)(?:@([^/\s]+))?(?:/(.*))?$")
 _FS: list[Any] = []
+_FACTORY: list[Callable[..., Any]] = []
 
 
 class HubError(Exception):
@@ -78,20 +81,102 @@ def use_filesystem(fs) -> Iterator[None]:
         _FS.remove(fs)
 
 
+@contextlib.contextmanager
+def use_factory(factory: Callable[..., Any]) -> Iterator[None]:
+    """Build filesystems with ``factory(token=...)`` instead of ``HfFileSystem(token=...)``: the
+    place the real one is constructed, so a test sees exactly the token a read would use."""
+    _FACTORY.append(factory)
+    try:
+        yield
+    finally:
+        _FACTORY.remove(factory)
+
+
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def hub_filesystem():
-    if _FS:
-        return _FS[-1]
-    if _offline():
-        raise HubError("the Hugging Face Hub is not reachable: offline mode is on (HF_HUB_OFFLINE=1). "
-                       "Unset HF_HUB_OFFLINE (and connect) to open hf:// datasets, or download the files "
-                       "and open them locally.")
-    from huggingface_hub import HfFileSystem
+def read_token(settings=None, visitor_token: str | None = None) -> str | bool | None:
+    """The token a Hub read is made with (the one place it is decided).
 
-    return HfFileSystem()
+    Public mode: the visitor's own sign-in token, else ``False`` — no token at all, so
+    huggingface_hub does not fall back to ``HF_TOKEN`` or a cached login and an anonymous
+    visitor reads only public datasets. Local mode: the token given, else ``HF_TOKEN``
+    (None: huggingface_hub's own lookup, e.g. ``hf auth login``)."""
+    if settings is None:
+        from viewer.config import Settings
+
+        settings = Settings.from_env()
+    visitor_token = (visitor_token or "").strip() or None
+    if settings.public_mode():
+        return visitor_token or False
+    return visitor_token or os.environ.get("HF_TOKEN") or None
+
+
+def reader_tag(token: str | bool | None) -> str:
+    """Who a read was made as, for cache keys: ``anon``, ``env`` (the app's own), or a hash of
+    the visitor's token — a private dataset fetched with one token is never served to another."""
+    if token is False:
+        return "anon"
+    if not token:
+        return "env"
+    return "t" + hashlib.sha256(str(token).encode()).hexdigest()[:16]
+
+
+def hub_filesystem(visitor_token: str | None = None, settings=None, *, token: str | bool | None | object = ...):
+    """The filesystem Hub reads go through, built with :func:`read_token`'s token (or ``token``)
+    and bounded by the ``hub_mb`` budget (bytes read for one source)."""
+    if token is ...:
+        token = read_token(settings, visitor_token)
+    if _FS:
+        fs = _FS[-1]
+    elif _FACTORY:
+        fs = _FACTORY[-1](token=token)
+    else:
+        if _offline():
+            raise HubError("the Hugging Face Hub is not reachable: offline mode is on (HF_HUB_OFFLINE=1). "
+                           "Unset HF_HUB_OFFLINE (and connect) to open hf:// datasets, or download the files "
+                           "and open them locally.")
+        from huggingface_hub import HfFileSystem
+
+        # a visitor's token is not kept in fsspec's instance cache after the read is done
+        fs = HfFileSystem(token=token, skip_instance_cache=isinstance(token, str))
+    from viewer.budgets import limits
+
+    return BudgetedFS(fs, limits(None if settings is None else settings.public_mode()), reader_tag(token))
+
+
+class BudgetedFS:
+    """An fsspec filesystem whose file reads count against the ``hub_mb`` budget of one source
+    (every other call goes through unchanged). ``reader`` names who reads (see :func:`reader_tag`)."""
+
+    def __init__(self, fs, lim, reader: str):
+        self.fs, self.limits, self.reader = fs, lim, reader
+        self.read = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.fs, name)
+
+    def count(self, n: int) -> None:
+        self.read += n
+        self.limits.check_bytes("hub_mb", self.read, "bytes read from the Hub for this source")
+
+    def open(self, path: str, mode: str = "rb", **kw):
+        from viewer.sources.countingfile import CountingFile
+
+        return CountingFile(self.fs.open(path, mode, **kw), self.count)
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kw) -> bytes:
+        data = self.fs.cat_file(path, start=start, end=end, **kw)
+        self.count(len(data))
+        return data
+
+
+def _token_hint() -> str:
+    """How a reader gets access: their own sign-in on a public app, HF_TOKEN on their machine."""
+    from viewer.config import Settings
+
+    return "sign in with Hugging Face" if Settings.from_env().public_mode() else "set HF_TOKEN"
 
 
 def hub_call(spec: HubSpec, fn: Callable[[], Any]) -> Any:
@@ -106,13 +191,13 @@ def hub_call(spec: HubSpec, fn: Callable[[], Any]) -> Any:
             raise HubError(f"{spec}: offline mode is on (HF_HUB_OFFLINE=1); the Hub cannot be reached") from None
         if "GatedRepoError" in names:
             raise HubError(f"{spec}: dataset {spec.repo} is gated: accept its conditions on huggingface.co "
-                           "and set HF_TOKEN") from None
+                           f"and {_token_hint()}") from None
         if "RepositoryNotFoundError" in names:
-            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: set HF_TOKEN)") from None
+            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: {_token_hint()})") from None
         if "RevisionNotFoundError" in names:
             raise HubNotFound(f"{spec}: revision {spec.revision!r} not found") from None
         if ("EntryNotFoundError" in names or isinstance(e, FileNotFoundError)) and not spec.path:
-            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: set HF_TOKEN)") from None
+            raise HubNotFound(f"{spec}: dataset {spec.repo} not found (or private: {_token_hint()})") from None
         if "EntryNotFoundError" in names or isinstance(e, FileNotFoundError):
             raise HubNotFound(f"{spec}: no such file or folder in {spec.repo}") from None
         if isinstance(e, (ConnectionError, TimeoutError)) or "ConnectError" in names or "HTTPError" in names:
@@ -137,24 +222,25 @@ def list_files(fs, spec: HubSpec) -> tuple[dict[str, int | None], bool]:
     return hub_call(spec, go)
 
 
-def _readme_configs(fs, spec: HubSpec) -> list[dict[str, Any]]:
+def _readme_configs(fs, spec: HubSpec, limits=None) -> list[dict[str, Any]]:
+    """The card's typed ``configs:`` (viewer.sources.readme_meta: no aliases, nesting budgeted)."""
     if spec.path:
         return []
     try:
         text = hub_call(spec, lambda: fs.cat_file(f"{spec.root}/README.md")).decode("utf-8", "replace")
     except HubError:
         return []
-    m = re.match(r"^---\s*\n(.*?)\n---", text, re.S)
-    if not m:
-        return []
-    try:
-        import yaml
+    from viewer.budgets import BudgetExceeded
+    from viewer.sources.readme_meta import ReadmeError, readme_configs
 
-        meta = yaml.safe_load(m.group(1)) or {}
-    except Exception:
-        return []
-    configs = meta.get("configs") if isinstance(meta, dict) else None
-    return [c for c in configs if isinstance(c, dict)] if isinstance(configs, list) else []
+    if limits is None:
+        from viewer.config import Settings
+
+        limits = Settings.from_env().limits()
+    try:
+        return readme_configs(text, limits)
+    except (ReadmeError, BudgetExceeded) as e:
+        raise HubError(f"{spec}: README.md: {e}") from None
 
 
 def _split_re(split: str) -> re.Pattern:
@@ -212,31 +298,61 @@ def is_capture_layout(files: dict[str, int | None]) -> bool:
     return any(name in files for name in _MARKERS)
 
 
-def cache_dir(spec: HubSpec) -> Path:
+def cache_dir(spec: HubSpec, reader: str = "env") -> Path:
+    """The local folder of ``spec``'s fetched capture files, one per reader (:func:`reader_tag`):
+    files fetched with one visitor's token are never found by another."""
     from viewer.config import Settings
 
     root = Path(Settings.from_env().hub_cache or Path(tempfile.gettempdir()) / "rollout-inspector-hub")
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.repo}@{spec.revision or 'main'}/{spec.path}")
-    return root / safe
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{spec.repo}@{spec.revision or 'main'}/{spec.path}")[:200]
+    return root / reader / safe
 
 
 def fetch_capture(fs, spec: HubSpec, files: dict[str, int | None],
-                  progress: Callable[[str], None] | None = None) -> Path:
-    """Download just the capture files (a few, by name) into a local cache folder."""
-    dest = cache_dir(spec)
+                  progress: Callable[[str], None] | None = None, *, max_file_mb: float | None = None) -> Path:
+    """Download just the capture files (a few, by name) into a local cache folder.
+
+    Each file is refused when the listing says it is over ``max_file_mb`` (and stopped when it
+    turns out bigger while streaming); all of them together count against the ``hub_mb``
+    budget (through :class:`BudgetedFS`). A refused or failed fetch leaves no partial file. The
+    folder is registered with :data:`viewer.sources.keep.KEEP` (deleted after the disk TTL or
+    past the disk budget)."""
+    from viewer.sources.keep import KEEP
+
+    dest = cache_dir(spec, getattr(fs, "reader", "env"))
+    cap = int(max_file_mb * 1048576) if max_file_mb else 0
+    wanted = [n for n in CAPTURE_FILES if n in files]
+    for name in wanted:
+        if cap and (files[name] or 0) > cap:
+            raise HubError(f"{spec}: {name} is {files[name] / 1048576:.1f} MB, over the {max_file_mb:g} MB "
+                           "limit (VIEWER_MAX_FILE_MB); not downloaded")
     dest.mkdir(parents=True, exist_ok=True)
-    for name in CAPTURE_FILES:
-        if name not in files:
-            continue
+    KEEP.add(dest)  # used now: its TTL starts again
+    for name in wanted:
         target = dest / name
         if target.exists() and files[name] is not None and target.stat().st_size == files[name]:
             continue
         if progress:
             progress(f"fetching {spec.repo}/{(spec.path + '/' if spec.path else '') + name}")
         tmp = target.with_suffix(target.suffix + ".part")
-        hub_call(spec, lambda n=name, t=tmp: fs.get_file(f"{spec.base}/{n}", str(t)))
+        try:
+            hub_call(spec, lambda n=name, t=tmp: _copy_capped(fs, f"{spec.base}/{n}", t, cap, spec))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
         tmp.replace(target)
     return dest
+
+
+def _copy_capped(fs, path: str, target: Path, cap: int, spec: HubSpec) -> None:
+    n = 0
+    with fs.open(path, "rb") as fin, open(target, "wb") as fout:
+        while chunk := fin.read(1 << 20):
+            n += len(chunk)
+            if cap and n > cap:
+                raise HubError(f"{spec}: {Path(path).name} is over the {cap / 1048576:g} MB limit "
+                               "(VIEWER_MAX_FILE_MB); not downloaded")
+            fout.write(chunk)
 
 
 def data_files(spec: HubSpec, rel_paths: list[str], sizes: dict[str, int | None], is_file: bool) -> list[DataFile]:

@@ -18,16 +18,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from viewer.budgets import BudgetExceeded, Limits
 from viewer.rollout import Problem
 
 __all__ = ["RecordFile", "Document", "read_records", "read_document", "size_problem", "line_col",
-           "WRAPPER_KEYS", "gc_paused", "jsonl_record", "SKIP"]
+           "WRAPPER_KEYS", "gc_paused", "jsonl_record", "SKIP", "nesting_exceeded",
+           "number_error", "rows_of_json"]
 
 # Objects that wrap the record list, tried in this order (first list wins).
 WRAPPER_KEYS = ("trace", "records", "turns", "proxy_turns", "entries", "data")
 
 _decoder = json.JSONDecoder()
 _WS = " \t\r\n"
+
+
+def nesting_exceeded(label: str, where: str, limits: Limits | None) -> BudgetExceeded:
+    """The error for a JSON value nested deeper than the parser's recursion allows (json's C
+    parser stops there with RecursionError): the ``nesting`` budget, with the file and place."""
+    import sys
+
+    # The limit is the parser's (Python's recursion limit), not the YAML ``nesting`` budget: a
+    # depth check of every parsed record would cost a walk of the whole trace.
+    public = bool(limits is not None and limits.public)
+    return BudgetExceeded("nesting", sys.getrecursionlimit(), None,
+                          f"{label}: {where}: a JSON value nested deeper than the parser accepts", public)
+
+
+def number_error(e: ValueError) -> str:
+    """What to say when json gave up on a value without a position: a number of more digits than
+    Python converts (``sys.get_int_max_str_digits``, 4,300), which could otherwise cost seconds each."""
+    text = str(e)
+    detail = text.split(":", 1)[1].split(";")[0].strip() if ":" in text else ""
+    return "a number with too many digits" + (f" ({detail})" if detail else "")
 
 
 @contextmanager
@@ -123,7 +145,8 @@ def _read_text(path: Path, label: str, max_mb: float | None, problems: list[Prob
 
 
 def read_document(path: Path, label: str | None = None, max_mb: float | None = None) -> Document:
-    """Parse one JSON document, reporting line/column of a syntax error."""
+    """Parse one JSON document, reporting line/column of a syntax error (and a document nested
+    past the parser's depth as the ``nesting`` budget)."""
     label = label or path.name
     doc = Document(label)
     text = _read_text(path, label, max_mb, doc.problems)
@@ -134,10 +157,15 @@ def read_document(path: Path, label: str | None = None, max_mb: float | None = N
             doc.value = json.loads(text)
     except json.JSONDecodeError as e:
         doc.problems.append(Problem(label, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}"))
+    except ValueError as e:
+        doc.problems.append(Problem(label, "", f"invalid JSON: {number_error(e)}"))
+    except RecursionError:
+        doc.problems.append(Problem(label, "", str(nesting_exceeded(label, "document", None)).split(": ", 1)[1]))
     return doc
 
 
-def read_records(path: Path, label: str | None = None, max_mb: float | None = None) -> RecordFile:
+def read_records(path: Path, label: str | None = None, max_mb: float | None = None,
+                 limits: Limits | None = None) -> RecordFile:
     """Read a record file: JSON array, JSONL, a wrapper object, or one record.
 
     Fast path: one ``json.loads`` of the whole text. On failure: JSONL is parsed line by
@@ -158,17 +186,22 @@ def read_records(path: Path, label: str | None = None, max_mb: float | None = No
     try:
         with gc_paused():
             value = json.loads(text)
-    except json.JSONDecodeError as err:
+    except RecursionError:
+        raise nesting_exceeded(label, "the document", limits) from None
+    except ValueError as bad:  # json.JSONDecodeError, or a number over Python's 4,300 digits
+        err = bad if isinstance(bad, json.JSONDecodeError) else json.JSONDecodeError(number_error(bad), text, start)
         if text[start] == "[":
             _salvage_array(text, start, rf, err)
         elif _first_line_is_object(text, start):
-            _read_jsonl(text, rf)
+            _read_jsonl(text, rf, limits)
         else:
             rf.problems.append(Problem(label, f"line {err.lineno}, column {err.colno}",
                                        f"invalid JSON: {err.msg}"))
             rf.parsed = False
         return rf
     _accept_value(value, text, rf)
+    if limits is not None:
+        limits.check("records", len(rf.records), f"{label}: the records")
     return rf
 
 
@@ -195,31 +228,38 @@ def _first_line_is_object(text: str, start: int) -> bool:
     first = text[start:] if end < 0 else text[start:end]
     try:
         return isinstance(json.loads(first), dict)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number of too many digits, nested too deep
         return False
 
 
 SKIP = object()  # what jsonl_record returns for a blank or broken line
 
 
-def jsonl_record(line: str, n: int, label: str, problems: list[Problem]) -> Any:
+def jsonl_record(line: str, n: int, label: str, problems: list[Problem], limits: Limits | None = None) -> Any:
     """The record on JSONL line ``n``; :data:`SKIP` for a blank line or a broken one (which is
     reported, located, in ``problems``). The whole-file and the streaming reader share it."""
     if not line.strip():
         return SKIP
     try:
         return json.loads(line)
+    except RecursionError:
+        raise nesting_exceeded(label, f"line {n}", limits) from None
     except json.JSONDecodeError as e:
         problems.append(Problem(label, f"line {n}, column {e.colno}", f"invalid JSON line skipped: {e.msg}"))
         return SKIP
+    except ValueError as e:
+        problems.append(Problem(label, f"line {n}", f"invalid JSON line skipped: {number_error(e)}"))
+        return SKIP
 
 
-def _read_jsonl(text: str, rf: RecordFile) -> None:
+def _read_jsonl(text: str, rf: RecordFile, limits: Limits | None = None) -> None:
     rf.container = "jsonl"
     lines: list[int | None] = []
     for n, line in enumerate(text.split("\n"), start=1):
-        rec = jsonl_record(line, n, rf.label, rf.problems)
+        rec = jsonl_record(line, n, rf.label, rf.problems, limits)
         if rec is not SKIP:
+            if limits is not None:
+                limits.check("records", len(rf.records) + 1, f"{rf.label}: line {n}")
             rf.records.append(rec)
             lines.append(n)
     rf._lines = lines
@@ -247,6 +287,9 @@ def _salvage_array(text: str, start: int, rf: RecordFile, err: json.JSONDecodeEr
         except json.JSONDecodeError as e:
             msg = f"invalid or truncated JSON: {e.msg}"
             pos = e.pos
+            break
+        except ValueError as e:
+            msg = f"invalid JSON: {number_error(e)}"
             break
         rf.records.append(value)
         lines.append(line)
@@ -281,3 +324,20 @@ def _array_lines(text: str | None) -> list[int | None]:
         return []
     _salvage_array(text, start, rf, json.JSONDecodeError("", text, 0))
     return list(rf._lines or [])
+
+
+def rows_of_json(value: Any) -> list[Any]:
+    """Rows of a JSON document: an array of objects, a wrapper object, or one object."""
+    if isinstance(value, list):
+        # A list of opencode {info, parts} messages (or of chat messages) is ONE conversation.
+        if value and all(isinstance(v, dict) for v in value[:5]) and (
+                ("info" in value[0] and "parts" in value[0])
+                or ("role" in value[0] and "content" in value[0] and "conversations" not in value[0])):
+            return [{"messages": value}]
+        return [v if isinstance(v, dict) else {"messages": v} if isinstance(v, list) else v for v in value]
+    if isinstance(value, dict):
+        for key in ("rows", "data", "records"):
+            if isinstance(value.get(key), list) and value[key] and isinstance(value[key][0], dict):
+                return list(value[key])
+        return [value]
+    return [value]

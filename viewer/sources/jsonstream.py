@@ -19,8 +19,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from viewer.budgets import Limits
 from viewer.rollout import Problem
-from viewer.sources.jsonio import SKIP, RecordFile, jsonl_record, read_records, size_problem
+from viewer.sources.jsonio import (SKIP, RecordFile, jsonl_record, nesting_exceeded, number_error, read_records,
+                                   size_problem)
 
 __all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
 
@@ -37,8 +39,9 @@ class RecordStream:
     found while streaming are appended as they are met, so read them after iterating.
     """
 
-    def __init__(self, path: Path, label: str, whole: RecordFile | None):
+    def __init__(self, path: Path, label: str, whole: RecordFile | None, limits: Limits | None = None):
         self.path, self.label = path, label
+        self.limits = limits
         self._whole = whole  # set when the file was read whole (not an array or JSONL)
         self.problems: list[Problem] = whole.problems if whole is not None else []
         self.parsed = whole.parsed if whole is not None else True
@@ -66,6 +69,16 @@ class RecordStream:
         return self._peek
 
     def __iter__(self) -> Iterator[Any]:
+        """The records; past the ``records`` budget parsing stops and :class:`BudgetExceeded` is raised."""
+        limit = int(self.limits.records) if self.limits is not None else 0
+        n = 0
+        for rec in self._all():
+            n += 1
+            if limit and n > limit:
+                self.limits.check("records", n, f"{self.label}: {self.where(n - 1)}")
+            yield rec
+
+    def _all(self) -> Iterator[Any]:
         if self._whole is not None:
             yield from self._whole.records
             return
@@ -91,16 +104,18 @@ class RecordStream:
             self.problems.append(Problem(self.label, "", f"cannot read file: {e.strerror or e}"))
 
 
-def open_records(path: Path, label: str | None = None, max_mb: float | None = None) -> RecordStream:
-    """Stream a JSON array or JSONL file; read anything else whole (see the module doc)."""
+def open_records(path: Path, label: str | None = None, max_mb: float | None = None,
+                 limits: Limits | None = None) -> RecordStream:
+    """Stream a JSON array or JSONL file; read anything else whole (see the module doc).
+    ``limits``: iterating stops at its ``records`` budget (BudgetExceeded)."""
     label = label or path.name
     if size_problem(path, label, max_mb) is None:
         kind = _sniff(path)
         if kind is not None:
-            s = RecordStream(path, label, None)
+            s = RecordStream(path, label, None, limits)
             s.container = kind
             return s
-    return RecordStream(path, label, read_records(path, label, max_mb))
+    return RecordStream(path, label, read_records(path, label, max_mb, limits), limits)
 
 
 def _sniff(path: Path) -> str | None:
@@ -127,7 +142,7 @@ def _sniff(path: Path) -> str | None:
                 return None
             try:
                 ok = isinstance(json.loads(body[:nl]), dict)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError), too deep
                 return None
             rest = body[nl + 1:]
             while not rest.strip():
@@ -233,7 +248,12 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
             value, end = _decoder.raw_decode(buf, pos)
             if end >= len(buf) and not r.eof:
                 raise json.JSONDecodeError("may continue", buf, end)  # a number cut by the chunk
-        except json.JSONDecodeError as e:
+        except RecursionError:
+            raise nesting_exceeded(s.label, s.where(n), s.limits) from None
+        except ValueError as e:  # JSONDecodeError, or a number of too many digits (no position: stop here)
+            if not isinstance(e, json.JSONDecodeError):
+                msg = f"invalid JSON: {number_error(e)}"
+                break
             if not r.eof:
                 want = max(want, 2 * (len(buf) - pos))  # a record longer than a chunk: read more next time
                 refill()
@@ -275,7 +295,7 @@ def _jsonl(r: _Reader, s: RecordStream) -> Iterator[Any]:
         tail = lines.pop() if not r.eof else ""
         for line in lines:
             n_line += 1
-            rec = jsonl_record(line, n_line, s.label, s.problems)
+            rec = jsonl_record(line, n_line, s.label, s.problems, s.limits)
             if rec is not SKIP:
                 s._lines.append(n_line)
                 yield rec

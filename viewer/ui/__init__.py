@@ -5,12 +5,14 @@ launch time (theme, css, js, limits) so app.py and the tests launch identically.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import gradio as gr
 
+from ..budgets import limits
 from ..config import Settings
+from ..sources.keep import KEEP
+from ..visitor import deep_link
 from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel
 from .store import RolloutStore
 
@@ -55,19 +57,17 @@ def launch_kwargs(settings: Settings | None = None) -> dict:
     )
 
 
-def _parse_range(text: str | None) -> tuple[int, int] | None:
-    m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", text or "")
-    if not m:
-        return None
-    a = int(m.group(1))
-    b = int(m.group(2)) if m.group(2) else a
-    return (min(a, b), max(a, b))
-
-
 def create_app(settings: Settings | None = None) -> gr.Blocks:
     settings = settings or Settings.from_env()
     store = RolloutStore(settings)
-    with gr.Blocks(title="Rollout Inspector", analytics_enabled=False) as demo:
+    # Visitors' files are not kept for ever: uploads and Hub downloads go when their session
+    # ends, after disk_ttl_s unused, and oldest first past disk_mb (viewer/sources/keep.py);
+    # Gradio's own copies of uploaded files after the same TTL (delete_cache).
+    ttl = int(limits(settings.public_mode()).disk_ttl_s)
+    KEEP.adopt()
+    KEEP.start(max(0.5, min(60.0, ttl / 4)) if ttl else 60.0)
+    with gr.Blocks(title="Rollout Inspector", analytics_enabled=False,
+                   delete_cache=(max(1, min(3600, ttl // 4)), ttl) if ttl else None) as demo:
         gr.HTML(TITLE_MD)
         b = browse.build(settings, store)
         with b.under_tokens:  # right under the token view: trainer-side logprobs (Δ colour mode)
@@ -84,30 +84,27 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                 capture_tab.build(settings, store, b)
         _present, present_load, present_outputs = presenter.build(settings, store, b)
 
-        def on_load(request: gr.Request):
-            q = dict(request.query_params) if request is not None else {}
-            spec = q.get("source") or ""
-            index = int(q["turn"]) if str(q.get("turn", "")).isdigit() else None
-            focus = _parse_range(q.get("tok"))
-            mode = q.get("mode", "mask")
-            row = int(q["row"]) if str(q.get("row", "")).isdigit() else None
-            bad = [f"{k}={q[k]!r}" for k, ok in (("turn", index is not None), ("tok", focus is not None),
-                                                  ("row", row is not None)) if q.get(k) and not ok]
-            note = (f"Ignored {', '.join(bad)} in the link: not a number (tok: N or N-M).") if bad else ""
+        def on_load(request: gr.Request, oauth: gr.OAuthToken | None = None):
+            link = deep_link(request.query_params if request is not None else {})  # viewer/visitor.py
+            spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.note
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
-            yield from b.open_staged(spec, index, focus, mode, row, note)  # tokens first, the plots after
+            # hf:// links read as the visitor: their own sign-in token, else anonymously (public mode)
+            yield from b.open_staged(spec, index, focus, mode, row, note,  # tokens first, the plots after
+                                     hub_token=getattr(oauth, "token", None))
 
         def on_compare_link(key, request: gr.Request):
             """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""
-            q = dict(request.query_params) if request is not None else {}
-            spec = q.get("compare") or ""
-            if not spec:
+            link = deep_link(request.query_params if request is not None else {})
+            if not link.compare:
                 return [gr.skip()] * (len(cmp.outputs) + 1)
-            row = q.get("compare_row")
-            return cmp.run(key, spec, int(row) if str(row or "").isdigit() else None) + [gr.Tabs(selected="compare")]
+            return cmp.run(key, link.compare, link.compare_row) + [gr.Tabs(selected="compare")]
 
+        def on_unload(request: gr.Request):
+            KEEP.end_session(getattr(request, "session_hash", None))  # the tab closed: its uploads go
+
+        demo.unload(on_unload)
         loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)
         loaded.then(on_compare_link, [b.key], cmp.outputs + [b.tabs], api_visibility="private", show_progress="hidden")
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")

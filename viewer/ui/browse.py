@@ -5,7 +5,6 @@ put the results into components. Errors become a visible notice; the app keeps w
 """
 from __future__ import annotations
 
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +14,11 @@ from urllib.parse import urlencode
 import gradio as gr
 
 from .. import plots, render
+from ..budgets import BudgetExceeded
 from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
-from ..sources.upload import UPLOAD_PREFIX, intake_upload, resolve_user_path
+from ..sources.keep import KEEP
+from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files, resolve_user_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
 from . import rescores
 from .opening import list_samples, open_spec
@@ -160,11 +161,22 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return [None, None, "", None, render.notice_html("This rollout has no turns.")]
         # Shared by every session on this rollout: a room selecting the same turn builds it once.
         # The rescore stamp: a new rescore of this rollout changes the payload (its Δ mode).
-        payload, convo = store.derived(op.key, ("turn", index, focus, mode, rescores.stamp(op.key)),
-                                       lambda: turn_parts(op, index, focus, mode))
+        try:
+            payload, convo = store.derived(op.key, ("turn", index, focus, mode, rescores.stamp(op.key)),
+                                           lambda: turn_parts(op, index, focus, mode))
+        except BudgetExceeded as e:  # e.g. a turn whose token view is over response_mb: say so, keep the rest
+            return [index, index, None, None, render.notice_html(str(e), "error")]
         # the plot comes after the token view (viewer/ui/staged.py): tokens are hoverable without waiting for it
-        fig = Later(lambda: store.derived(op.key, ("logprob-plot", index), lambda: logprob_plot(op, index)))
+        fig = plot_later(op, ("logprob-plot", index), lambda: logprob_plot(op, index))
         return [index, index, payload, fig, convo]
+
+    def plot_later(op: Opened, what: tuple, make) -> Later:
+        def made():
+            try:
+                return store.derived(op.key, what, make)
+            except BudgetExceeded:  # a plot over response_mb is left out (an empty plot), the rest still shows
+                return None
+        return Later(made)
 
     def rollout_parts(op: Opened) -> tuple:
         r = op.rollout
@@ -191,10 +203,9 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         header, table_df, tools, task_html, problems_html = store.derived(
             op.key, ("rollout",), lambda: rollout_parts(op))
         status_html = render.notice_html(note) if note else ""
-        r_plots = (Later(lambda: store.derived(op.key, ("turns-plot",),
-                                               lambda: wire(turns_plot, plots.turns_figure(r)))),
-                   Later(lambda: store.derived(op.key, ("histogram",), lambda: wire(
-                       hist_plot, plots.histogram_figure(r, low=settings.low_logprob)))))
+        r_plots = (plot_later(op, ("turns-plot",), lambda: wire(turns_plot, plots.turns_figure(r))),
+                   plot_later(op, ("histogram",), lambda: wire(hist_plot, plots.histogram_figure(
+                       r, low=settings.low_logprob))))
         return [op.key, header, status_html, table_df, gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
                 *r_plots, task_html, problems_html] + turn_values(op, idx, focus, mode)
 
@@ -209,7 +220,13 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return failure(str(e))
         except Exception as e:  # never let a reader bug take the app down
             return failure(f"Could not open {p.name}: {type(e).__name__}: {e}")
-        return open_values(op, index, focus, mode, note)
+        return safe_open_values(op, index, focus, mode, note)
+
+    def safe_open_values(op: Opened, *args) -> list:
+        try:
+            return open_values(op, *args)
+        except BudgetExceeded as e:  # what the rollout's screens would send is over a budget
+            return failure(str(e))
 
     def on_sample(name: str, override: str):
         if not name:
@@ -223,25 +240,20 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             return failure(str(e))
         return open_path(p, override)
 
-    def on_upload(files: list[str] | None, override: str):
+    def on_upload(files: list[str] | None, override: str, request: gr.Request = None):
         if not files:
             return failure("No files uploaded.")
-        dest = Path(tempfile.mkdtemp(prefix=UPLOAD_PREFIX))
-        notes: list[str] = []
-        roots: list[Path] = []
-        for f in files:
-            try:
-                got = intake_upload(f, dest, settings)
-            except ValueError as e:  # UploadRefused: too big, zip bomb, unreadable archive
-                notes.append(str(e))
-                continue
-            roots.append(got.root)
-            notes += [str(p) for p in got.problems]
-        if not roots:
-            shutil.rmtree(dest, ignore_errors=True)
+        session = getattr(request, "session_hash", None)
+        # Room first: folders past their TTL, then the oldest until this upload fits the disk budget.
+        KEEP.sweep(extra_bytes=sum(Path(f).stat().st_size for f in files if Path(f).is_file()))
+        dest = KEEP.add(tempfile.mkdtemp(prefix=UPLOAD_PREFIX), session)  # deleted when the session ends
+        try:
+            root, notes = intake_files(files, dest, settings)
+        except UploadRefused as e:  # more files than the upload_files budget
+            root, notes = None, [str(e)]
+        if root is None:
+            KEEP.discard(dest)
             return failure("; ".join(notes) or "Nothing usable in the upload.")
-        # One file (or one zip) opens as itself; several files form one capture folder.
-        root = roots[0] if len(roots) == 1 else dest
         return open_path(root, override, note="; ".join(notes))
 
     def on_tokenizer(k: str | None, override: str, index):
@@ -311,15 +323,17 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 
-    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = ""):
-        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`)."""
+    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = "",
+                  hub_token: str | None = None):
+        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`); Hub reads
+        with ``hub_token`` (the visitor's sign-in; none: anonymous in public mode)."""
         try:
-            op = open_spec(store, settings, spec, row)
+            op = open_spec(store, settings, spec, row, hub_token=hub_token)
         except (SourceError, ValueError) as e:
             return failure(str(e))
         except Exception as e:  # never let a reader bug take the app down
             return failure(f"Could not open {spec}{'' if row is None else f' row {row}'}: {type(e).__name__}: {e}")
-        return open_values(op, index, focus, mode, note)
+        return safe_open_values(op, index, focus, mode, note)
 
     def show(op: Opened, index=None, note: str = "") -> list:
         return resolve(open_values(op, index, note=note))

@@ -6,7 +6,6 @@ a reload (docs/GRADIO.md §4). On success the capture folder opens in the viewer
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import gradio as gr
@@ -15,11 +14,11 @@ from gradio.context import Context
 from .. import render
 from ..capture.policy import check_start, is_public
 from ..capture.runner import RUNNER, CaptureBusy
+from ..capture.spec import new_capture_dir
 from ..config import Settings
+from ..visitor import MODELS, VisitorError, capture_spec, deep_link, job_id as valid_job_id
 
 __all__ = ["build", "progress_html"]
-
-MODELS = ["tiny-qwen3", "smollm2"]
 
 
 progress_html = render.capture_progress_html
@@ -52,7 +51,7 @@ def build(settings: Settings, store, browse) -> None:
         with gr.Row():
             backend = gr.Dropdown(["local", "endpoint", "hf-jobs"], value="hf-jobs" if public else "local",
                                   label="Backend", elem_id="capture-backend")
-            model = gr.Dropdown(MODELS, value=settings.capture_model, allow_custom_value=True, label="Model",
+            model = gr.Dropdown(list(MODELS), value=settings.capture_model, allow_custom_value=True, label="Model",
                                 elem_id="capture-model")
             endpoint = gr.Textbox(label="Endpoint URL (endpoint backend)", placeholder="http://host:8000",
                                   elem_id="capture-endpoint")
@@ -89,29 +88,26 @@ def build(settings: Settings, store, browse) -> None:
 
     def start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
                       request, username: str = "", oauth_token: str = ""):
-        from ..capture.job import CaptureSpec
+        def refuse(msg: str):
+            return gr.skip(), render.notice_html(msg, "error"), gr.Timer(active=False)
 
-        out = Path(settings.capture_out_root) / time.strftime("capture-%Y%m%d-%H%M%S")
-        if scr and (instr or "").strip():
-            return None, render.notice_html("Scripted mode replays a bundled task's solution: clear the custom "
-                                            "instruction or untick Scripted.", "error"), gr.Timer(active=False)
         d = check_start(settings, backend_v, public=public, username=username, oauth_token=oauth_token,
                         typed_token="" if public else (token_v or ""), endpoint=endpoint_v or "")
         if not d.allowed:
-            return gr.skip(), render.notice_html(d.message, "error"), gr.Timer(active=False)
-        spec = CaptureSpec(out=str(out), backend=backend_v, model=model_v or settings.capture_model,
-                           endpoint=endpoint_v or "", token=d.token,
-                           task_source="deepcoder" if deep else "bundled", task_index=int(idx or 0),
-                           instruction=instr or "", scripted=bool(scr), agent_timeout_s=float(a_to or 300),
-                           max_output_tokens=int(mtok or 1024), test_timeout_s=settings.capture_test_timeout_s,
-                           top_logprobs=settings.capture_top_logprobs, logprobs_mode=settings.capture_logprobs_mode,
-                           vllm_python=settings.capture_vllm_python, opencode_bin=settings.capture_opencode,
-                           flavor=settings.capture_hf_flavor, results_repo=repo_v or "", require_sandbox=public,
-                           spell_tool_call_as_pieces=bool(pieces_v), auto_setup=settings.capture_auto_setup)
+            return refuse(d.message)
+        try:  # every field through the one validator (viewer/visitor.py) before anything acts on it
+            spec = capture_spec(settings, out="", public=public, token=d.token, backend=backend_v, model=model_v,
+                                endpoint=endpoint_v, task_source="deepcoder" if deep else "bundled", task_index=idx,
+                                instruction=instr, scripted=bool(scr), agent_timeout_s=a_to, max_output_tokens=mtok,
+                                results_repo=repo_v, spell_tool_call_as_pieces=bool(pieces_v))
+        except VisitorError as e:
+            return refuse(f"Not started: {e}.")
+        spec.out = str(new_capture_dir(settings.capture_out_root))  # unique, created exclusively
         try:
             owner = f"user:{d.owner}" if public else _owner(request)
             job_id = RUNNER.start(spec, owner=owner, max_wall_s=settings.capture_max_wall_s)
         except CaptureBusy as e:
+            Path(spec.out).rmdir()  # made for this start, still empty
             return gr.skip(), render.notice_html(str(e), "error"), gr.Timer(active=True)
         return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
 
@@ -154,6 +150,7 @@ def build(settings: Settings, store, browse) -> None:
         return progress_html(RUNNER.snapshot(job_id), job_id)
 
     def load_job(job_id, owner: str):
+        job_id = valid_job_id(job_id)
         if not job_id or RUNNER.get(job_id) is None:
             return gr.skip(), gr.skip(), gr.Timer(active=False)
         if public and RUNNER.owner(job_id) != owner:  # a public app shows a capture to its owner only
@@ -166,15 +163,14 @@ def build(settings: Settings, store, browse) -> None:
             return cancel_capture(job_id, _owner(request, profile))
 
         def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
-            q = dict(request.query_params) if request is not None else {}
-            return load_job(q.get("job") or None, _owner(request, profile))
+            return load_job(deep_link(request.query_params if request is not None else {}).job,
+                            _owner(request, profile))
     else:
         def on_cancel(job_id, request: gr.Request):
             return cancel_capture(job_id, _owner(request))
 
         def on_load(request: gr.Request):
-            q = dict(request.query_params) if request is not None else {}
-            return load_job(q.get("job") or None, _owner(request))
+            return load_job(deep_link(request.query_params if request is not None else {}).job, _owner(request))
 
     inputs = [backend, model, endpoint, task_index, deepcoder, scripted, instruction, agent_timeout, max_tokens, token,
               results_repo, pieces]

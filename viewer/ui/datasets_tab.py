@@ -15,10 +15,12 @@ import gradio as gr
 import pandas as pd
 
 from .. import render
+from ..budgets import BudgetExceeded
 from ..config import Settings
 from ..row_browser import ROW_COLUMNS, SORT_KEYS, Filters, browse_page
 from ..sources import DatasetSource, SourceError, open_dataset
 from .browse import dataset_link
+from ..sources.hub import read_token, reader_tag
 from ..sources.registry import all_formats
 from ..sources.upload import resolve_user_path
 
@@ -114,7 +116,7 @@ def build(settings: Settings, store, browse) -> None:
         return [gr.skip(), render.notice_html(message, "error"), gr.skip(), gr.skip()]
 
     def on_open(text, fmt_name, split_name, config_name, agent, model, task, rmin, rmax, sort_by, descending,
-                progress=gr.Progress()):
+                oauth: gr.OAuthToken | None = None, progress=gr.Progress()):
         text = (text or "").strip()
         if not text:
             return fail("Type a dataset: hf://datasets/OWNER/NAME, or a file or folder inside the data folder.")
@@ -127,14 +129,19 @@ def build(settings: Settings, store, browse) -> None:
         fmt_arg = None if fmt_name in (None, "", "auto") else fmt_name
         progress(0, desc=f"opening {text}")
         try:
+            token = getattr(oauth, "token", None)  # hf:// as the visitor: their sign-in, else anonymous
             src = open_dataset(spec, settings, split=(split_name or "").strip() or None,
                                config=(config_name or "").strip() or None, format=fmt_arg,
-                               progress=lambda m: progress(None, desc=m))
-            k = hashlib.sha1(f"{spec}|{fmt_arg}|{split_name}|{config_name}".encode()).hexdigest()[:16]
+                               progress=lambda m: progress(None, desc=m), hub_token=token)
+            # the key names who read it: another visitor cannot page a private dataset by its name
+            who = reader_tag(read_token(settings, token)) if spec.startswith("hf://") else ""
+            k = hashlib.sha1(f"{spec}|{fmt_arg}|{split_name}|{config_name}|{who}".encode()).hexdigest()[:16]
             _remember(k, src)
             return page_values(src, k, 1, agent, model, task, rmin, rmax, sort_by, descending, progress)
         except SourceError as e:
             return fail(e.message)
+        except BudgetExceeded as e:  # e.g. the bytes one Hub source may cost on a public app
+            return fail(str(e))
         except Exception as e:  # never let a reader bug take the app down
             return fail(f"Could not open {text}: {type(e).__name__}: {e}")
 
@@ -148,6 +155,8 @@ def build(settings: Settings, store, browse) -> None:
                                descending, progress)
         except SourceError as e:
             return fail(e.message)
+        except BudgetExceeded as e:  # a sort or filter over more rows than rows_scanned
+            return fail(str(e))
         except Exception as e:
             return fail(f"Could not read the page: {type(e).__name__}: {e}")
 

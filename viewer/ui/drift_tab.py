@@ -1,7 +1,7 @@
 """The Drift screen: per-turn drift of the open rollout, trainer rows, repro export, dataset scan.
 
 Follows the browse screen's selected turn (``browse.turn`` / ``browse.key``). Handlers
-are thin: :func:`viewer.drift.turn_report` and :func:`viewer.drift_cli.scan_source` do
+are thin: :func:`viewer.drift.turn_report` and :func:`viewer.drift.corpus.scan_source` do
 the work, :mod:`viewer.render` builds every string of HTML, :mod:`viewer.plots` the figures.
 """
 from __future__ import annotations
@@ -19,10 +19,12 @@ import gradio as gr
 import pandas as pd
 
 from .. import plots, render
+from ..budgets import limits
 from ..config import Settings
 from ..drift import CAUSES, MODES, TRAIN_TURNS, choose_spec, turn_report
 from ..drift.ray_engine import ray_available, scan_with_ray
-from ..drift_cli import SCAN_COLUMNS, ScanInputError, scan_source, scan_table
+from ..drift.corpus import ScanInputError, scan_source
+from ..drift.results import SCAN_COLUMNS, scan_table
 from ..sources import SourceError
 from ..sources.upload import resolve_user_path
 from .browse import TOKEN_VIEW_JS, TOKEN_VIEW_TEMPLATE
@@ -285,6 +287,11 @@ def build(settings: Settings, store, browse) -> None:
         cancel = _CANCEL.setdefault(sid, threading.Event())
         entry: dict[str, Any] = {"keys": {}, "kept": {}}
         lim = int(n) if n not in (None, "") and int(n) > 0 else None
+        # 0 / blank means "every row": on a public app, never more than the rows_scanned budget
+        budget = limits(settings.public_mode()).rows_scanned
+        capped = bool(settings.public_mode() and budget and (lim is None or lim > budget))
+        if capped:
+            lim = int(budget)
 
         def prog(done: int, total: int | None) -> None:
             if total:
@@ -337,6 +344,8 @@ def build(settings: Settings, store, browse) -> None:
         if res["errors"]:
             notes.append(f"{len(res['errors'])} unreadable: " + "; ".join(
                 f"{e['source']}: {e['error']}" for e in res["errors"][:5]))
+        if capped:
+            notes.append(f"at most {lim:,} rows on this public app (budget rows_scanned)")
         if res["totals"].get("cancelled"):
             notes.append("cancelled: partial results")
         df, fig = results(sid, cause)

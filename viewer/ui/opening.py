@@ -11,7 +11,6 @@ from urllib.parse import urlencode
 
 from ..config import SAMPLE_DIR, Settings
 from ..sources.layout import is_capture_dir
-from ..sources.upload import resolve_user_path
 from .store import Opened, RolloutStore
 
 __all__ = ["list_samples", "open_spec"]
@@ -24,31 +23,34 @@ def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
 
 
 def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | None = None,
-              override: str = "") -> Opened:
+              override: str = "", hub_token: str | None = None) -> Opened:
     """The rollout ``spec`` (and ``row``) names. Raises SourceError (unreadable, missing) or
-    ValueError (a path outside the data root, an unknown sample) with a message for the user."""
-    spec = (spec or "").strip()
-    if not spec:
-        raise ValueError("Name a rollout: sample:NAME, a path inside the data root, or hf://datasets/OWNER/NAME.")
-    if spec.startswith("sample:"):
-        name = spec.split(":", 1)[1]
-        if name not in list_samples():
-            raise ValueError(f"No bundled sample named {name!r}.")
-        return store.open(SAMPLE_DIR / name, override)
-    if row is not None or spec.startswith("hf://"):
+    ValueError (a path outside the data root, an unknown sample) with a message for the user.
+    ``hub_token``: the visitor's sign-in token for ``hf://`` reads (none: anonymous in public mode)."""
+    from ..visitor import source
+
+    src = source(spec, settings, list_samples())  # the one check of a visitor's source (viewer/visitor.py)
+    spec = src.text
+    if src.kind == "sample":
+        return store.open(SAMPLE_DIR / spec.split(":", 1)[1], override)
+    if row is not None or src.kind == "hub":
         from ..sources import open_dataset
 
-        target = spec if spec.startswith("hf://") else str(resolve_user_path(spec, settings))
+        target = spec if src.kind == "hub" else str(src.path)
         n = int(row or 0)
 
         def read():
-            src = open_dataset(target, settings)
-            ro = src.rollout(n) if not src.is_capture else src.rollout()
-            return ro, (src.capture if src.capture is not None and src.capture.is_dir() else None)
+            ds = open_dataset(target, settings, hub_token=hub_token)
+            ro = ds.rollout(n) if not ds.is_capture else ds.rollout()
+            return ro, (ds.capture if ds.capture is not None and ds.capture.is_dir() else None)
 
         # Everyone on the same dataset link shares one parsed row (a local file named with its stamp).
-        st = None if target.startswith("hf://") else Path(target).stat()
-        stamp = f"{st.st_mtime_ns}:{st.st_size}" if st else ""
+        st = None if src.kind == "hub" else Path(target).stat()
+        # ... and a Hub row only with those who read it as the same reader (anonymous, or the same
+        # visitor's token): a private dataset one visitor may read is never served to another.
+        from ..sources.hub import read_token, reader_tag
+
+        stamp = f"{st.st_mtime_ns}:{st.st_size}" if st else reader_tag(read_token(settings, hub_token))
         return store.open_shared(f"{target}|{n}|{stamp}", read, link=urlencode({"source": spec, "row": n}),
-                                 tokenizer_override=override)
-    return store.open(resolve_user_path(spec, settings), override)
+                                 tokenizer_override=override, path=None if st is None else Path(target))
+    return store.open(src.path, override)

@@ -54,8 +54,9 @@ def build(settings: Settings, store: RolloutStore, b: Browse):
         state.change(marks, [present, b.key, b.turn], view, api_visibility="private", show_progress="hidden")
 
     def on_load(key, index, request: gr.Request):
-        q = dict(request.query_params) if request is not None else {}
-        on = q.get("present") == "1"
+        from ..visitor import deep_link
+
+        on = deep_link(request.query_params if request is not None else {}).present
         return on, (marks(True, key, index) if on else gr.skip())
 
     return present, on_load, [present, view]

@@ -24,10 +24,22 @@ from pathlib import Path
 from ..config import Settings
 from ..memo import Memo, approx_nbytes
 from ..rollout import Rollout
-from ..sources import load_source
+from ..sources import SourceError, load_source
 from ..tokenizer import TokenizerChoice, token_table, tokenizer_for
 
-__all__ = ["Opened", "RolloutStore"]
+__all__ = ["Opened", "RolloutStore", "HEAVY_BYTES"]
+
+HEAVY_BYTES = 32 << 20  # a source bigger than this (file, or a folder's files) is a "large" open
+HEAVY_WAIT_S = 10.0
+
+
+def _size(path: Path) -> int:
+    try:
+        if path.is_dir():
+            return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 @dataclass
@@ -53,6 +65,8 @@ class RolloutStore:
         self._recipes: OrderedDict[str, Callable[[], Opened]] = OrderedDict()
         self._lock = threading.Lock()
         self.reloads = 0  # evicted rollouts opened again on demand (tests and logs read it)
+        self.limits = settings.limits()  # the resource budgets (viewer/budgets.py), read once
+        self._heavy_gate = threading.Semaphore(1)
 
     _RECIPES = 4096  # closures of a path / a row number: bytes each, never rollouts
 
@@ -72,8 +86,35 @@ class RolloutStore:
     def derived(self, key: str, what: tuple, make: Callable[[], Any]) -> Any:
         """A value derived from the rollout under ``key`` (``what`` names it, e.g.
         ``("turn", 2, "mask")``), made once for every session and kept in the shared cache.
-        Keys change when the source file does, so a value never outlives what it shows."""
-        return self.memo.get_or_make(("derived", key, *what), make)
+        Keys change when the source file does, so a value never outlives what it shows.
+        What is sent to browsers is derived here, so the ``response_mb`` budget is held here:
+        a bigger value raises BudgetExceeded (and is not kept)."""
+        lim = self.limits
+
+        def weigh(value: Any) -> int:
+            n = approx_nbytes(value)
+            lim.check_bytes("response_mb", n, " ".join(str(w) for w in what) or "answer")
+            return n
+
+        return self.memo.get_or_make(("derived", key, *what), make, weigh)
+
+    def _heavy(self, path: Path | None, read: Callable[[], Opened]) -> Callable[[], Opened]:
+        """``read`` gated when ``path`` is big (over ``HEAVY_BYTES``): such opens run one at a
+        time, so visitors opening big files hold at most one of the browsing workers
+        (``VIEWER_BROWSE_CONCURRENCY``) between them; one who waits longer than
+        ``HEAVY_WAIT_S`` is told to try again instead of holding another."""
+        if path is None or _size(path) <= HEAVY_BYTES:
+            return read
+
+        def gated() -> Opened:
+            if not self._heavy_gate.acquire(timeout=HEAVY_WAIT_S):
+                raise SourceError(f"{path.name}: another large file is being opened; try again in a moment "
+                                  f"(files over {HEAVY_BYTES >> 20} MB open one at a time)")
+            try:
+                return read()
+            finally:
+                self._heavy_gate.release()
+        return gated
 
     def open(self, path: Path, tokenizer_override: str = "") -> Opened:
         """Read a source (folder or file) and pick its tokenizer. Raises SourceError if unreadable."""
@@ -93,12 +134,13 @@ class RolloutStore:
             capture_dir = path if path.is_dir() else path.parent
             return self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override)
 
+        read = self._heavy(path, read)
         self._recipe(key, read)
         # A room opening the same link at once parses it once; the others wait for that read.
         return self.memo.get_or_make(("rollout", key), read, _weight)
 
     def open_shared(self, ident: str, read: Callable[[], tuple[Rollout, Path | None]], link: str = "",
-                    tokenizer_override: str = "") -> Opened:
+                    tokenizer_override: str = "", path: Path | None = None) -> Opened:
         """A rollout that is not a plain path but is the same for everyone who names it the
         same way (a dataset row: ``ident`` = source, row, file stamp). ``read`` returns the
         rollout and its capture folder (or None); without an override its ``meta["tokenizer"]``
@@ -112,6 +154,7 @@ class RolloutStore:
                                       tokenizer_override or rollout.meta.get("tokenizer") or "")
             return replace(op, link=link)
 
+        make = self._heavy(path, make)
         self._recipe(key, make)
         return self.memo.get_or_make(("rollout", key), make, _weight)
 

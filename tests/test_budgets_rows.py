@@ -1,0 +1,108 @@
+"""Parquet: compression bombs stop at ``decompressed_mb``, and an opened dataset gives its memory back (issue 26 §2).
+
+Built here: zstd parquet files whose rows decode to megabytes each (in a zip, as a visitor
+uploads them), a dictionary-encoded one whose footer understates the decoded size, and a
+dataset opened row after row through the deep-link path (``?source=...parquet&row=N``).
+"""
+from __future__ import annotations
+
+import zipfile
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from budget_bombs import arrow_mb, bounded, mem_margin_mb, message_of, public, rss_mb
+from viewer.sources import SourceError
+from viewer.sources.upload import intake_upload
+from viewer.ui.opening import open_spec
+from viewer.ui.store import RolloutStore
+
+MSG = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+
+
+def _bomb(path, rows: int, mb: float, *, dictionary: bool) -> None:
+    blob = "x" * int(mb * 1048576)
+    t = pa.table({"messages": [MSG] * rows, "blob": [blob] * rows})
+    pq.write_table(t, path, compression="zstd", row_group_size=rows, use_dictionary=dictionary)
+    del t, blob
+
+
+def test_zip_of_a_parquet_bomb_stops_before_decoding(tmp_path, monkeypatch):
+    """The issue's bomb: an ~18 KB zip of a zstd parquet with 64 rows x 8 MB in one row group,
+    uploaded and opened at the public defaults. Before: decoded (512 MB) and kept for ever."""
+    settings = public(monkeypatch, tmp_path)
+    _bomb(tmp_path / "bomb.parquet", 64, 8.5, dictionary=False)
+    with zipfile.ZipFile(tmp_path / "bomb.zip", "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(tmp_path / "bomb.parquet", "bomb.parquet")
+    (tmp_path / "bomb.parquet").unlink()
+    assert (tmp_path / "bomb.zip").stat().st_size < 200_000
+    store = RolloutStore(settings)
+    before, arrow0 = rss_mb(), arrow_mb()
+    got = intake_upload(tmp_path / "bomb.zip", tmp_path / "up", settings)
+    _, err, elapsed = bounded(lambda: store.open(got.root), 20)
+    msg = message_of(err)
+    assert isinstance(err, SourceError), err
+    assert "512 MB budget" in msg and "per its footer" in msg and "row group 0" in msg, msg
+    assert elapsed < 10
+    assert arrow_mb() - arrow0 < 1
+    assert rss_mb() - before < mem_margin_mb()
+
+
+def test_dictionary_bomb_is_stopped_while_decoding(tmp_path, monkeypatch):
+    """A dictionary-encoded column: the footer counts one 4 MB value, the rows decode to 4 MB
+    each. The decoded batches are counted as they come and the read stops at the budget."""
+    settings = public(monkeypatch, tmp_path, decompressed_mb=48)
+    _bomb(tmp_path / "dict.parquet", 64, 4, dictionary=True)
+    store = RolloutStore(settings)
+    arrow0 = arrow_mb()
+    peak0 = pa.default_memory_pool().max_memory()
+    _, err, _ = bounded(lambda: open_spec(store, settings, str(tmp_path / "dict.parquet"), row=3), 20)
+    msg = message_of(err)
+    assert "48 MB budget" in msg and "(decoded)" in msg, msg
+    assert "VIEWER_BUDGET" not in msg  # public mode: no advice to raise it
+    assert arrow_mb() - arrow0 < 1
+    if peak0 < (48 << 20):  # the pool's peak says how much was decoded at once: the budget plus one batch
+        assert pa.default_memory_pool().max_memory() < (48 + 8 * 4 + 16) << 20
+
+
+def test_each_opened_row_gives_its_memory_back(tmp_path, monkeypatch):
+    """``?source=data.parquet&row=N`` for many rows: each open reads a row group of 4 MB. Before,
+    every dataset stayed alive (dataset -> parquet file -> byte counter -> dataset, a cycle
+    through C++ that gc never collects): +4 MB of arrow memory per row, for ever."""
+    monkeypatch.setenv("VIEWER_CACHE_MB", "1")  # the rollouts themselves are evicted: only leaks remain
+    settings = public(monkeypatch, tmp_path)
+    t = pa.table({"messages": [MSG] * 16, "blob": [f"{i}" + "y" * (4 << 20) for i in range(16)]})
+    pq.write_table(t, tmp_path / "rows.parquet", compression="zstd", row_group_size=1, use_dictionary=False)
+    del t
+    store = RolloutStore(settings)
+    open_spec(store, settings, "rows.parquet", row=0)  # warm: tokenizer, imports
+    before, arrow0 = rss_mb(), arrow_mb()
+    for n in range(1, 16):
+        op, err, _ = bounded(lambda n=n: open_spec(store, settings, "rows.parquet", row=n), 20)
+        assert err is None, err
+        assert op.rollout.meta["row"] == n
+        del op
+    assert arrow_mb() - arrow0 < 1, f"{arrow_mb() - arrow0:.0f} MB of decoded row groups still held"
+    assert rss_mb() - before < mem_margin_mb()
+
+
+def test_a_large_honest_row_group_still_opens_on_a_local_app(tmp_path, monkeypatch):
+    """Local defaults (4 GB) let a 96 MB row group through; the same file in public mode with a
+    64 MB budget is refused with the budget named and how it is set."""
+    from viewer.budgets import BUDGETS, env_name
+    from viewer.config import Settings
+
+    for b in BUDGETS:
+        monkeypatch.delenv(env_name(b.name), raising=False)
+    monkeypatch.delenv("VIEWER_PUBLIC", raising=False)
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    t = pa.table({"messages": [MSG] * 24, "blob": ["z" * (4 << 20)] * 24})
+    pq.write_table(t, tmp_path / "big.parquet", compression="zstd", row_group_size=24, use_dictionary=False)
+    del t
+    local = Settings(data_root=str(tmp_path))
+    op = open_spec(RolloutStore(local), local, "big.parquet", row=5)
+    assert op.rollout.meta["row"] == 5
+    monkeypatch.setenv("VIEWER_BUDGET_DECOMPRESSED_MB", "64")
+    with pytest.raises(SourceError, match=r"over the 64 MB budget .*VIEWER_BUDGET_DECOMPRESSED_MB=N"):
+        open_spec(RolloutStore(local), local, "big.parquet", row=5)

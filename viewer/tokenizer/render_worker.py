@@ -1,0 +1,341 @@
+"""Chat templates rendered in a worker process, within a time and a memory budget.
+
+A chat template is a program, and both the template (a capture's own
+``tokenizer/chat_template.jinja``) and what it renders come from the visitor. Jinja's sandbox
+stops attribute tricks but not work: ``'x' * 10**9`` or three nested loops over ``range``
+are allowed (issue 26: one JSONL line took the server from 558 MB to 1.7 GB). A thread
+cannot be stopped and Python cannot cap one thread's memory, so every render runs in a
+small worker process (``python -m viewer.tokenizer.render_worker``) that
+
+* imports only transformers' template renderer (≈0.5 s, once per worker) and then caps its
+  own address space at what it uses plus the ``template_mb`` budget (``RLIMIT_AS``): a
+  render that needs more gets MemoryError, not the server's memory;
+* stops a render at the ``template_s`` budget with a timer signal (the parent kills it
+  after the same time plus a grace, should the signal not land);
+* reads requests from stdin and exits when the parent goes (stdin closes), so no worker
+  outlives the app.
+
+The parent (:func:`render`) talks length-prefixed JSON over the pipes, never pickle: a
+worker running hostile input must not be able to hand the server code. At most
+``_POOL`` workers exist; one that hit a budget is replaced.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["render", "RenderFailed", "shutdown", "stats"]
+
+_POOL = 2
+_GRACE_S = 5.0  # past template_s, the parent kills a worker whose own timer did not fire
+_ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+             "PYTHONPATH", "VIRTUAL_ENV")
+_HDR = struct.Struct("!Q")
+
+
+class RenderFailed(Exception):
+    """The template raised (a template error on this conversation): the message says what."""
+
+
+# ------------------------------------------------------------------ the worker side
+class _Timeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):  # pragma: no cover - runs in the worker
+    raise _Timeout()
+
+
+def _read_msg(f) -> Any:
+    head = f.read(_HDR.size)
+    if len(head) < _HDR.size:
+        return None
+    (n,) = _HDR.unpack(head)
+    return json.loads(f.read(n).decode("utf-8"))
+
+
+def _write_msg(f, value: Any) -> None:
+    # default=str: a value JSON lacks (a date from parquet) reaches the template as its text
+    data = json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    f.write(_HDR.pack(len(data)) + data)
+    f.flush()
+
+
+def _vm_bytes() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def main(argv: list[str]) -> int:  # pragma: no cover - runs in the worker (tests drive it through render)
+    import resource
+
+    mb = float(argv[0])
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    # warm the compiled-template cache and jinja's lazy imports before the cap
+    render_jinja_template(conversations=[[{"role": "user", "content": "x"}]], chat_template="{{ messages }}")
+    if mb > 0:
+        cap = _vm_bytes() + int(mb * 1048576)
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    signal.signal(signal.SIGALRM, _on_alarm)
+    inp, out = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            req = _read_msg(inp)
+        except MemoryError:
+            return 3
+        if req is None:
+            return 0
+        try:
+            signal.setitimer(signal.ITIMER_REAL, float(req["seconds"]) if req["seconds"] else 0)
+            try:
+                text, _ = render_jinja_template(conversations=[req["messages"]], tools=req["tools"],
+                                                chat_template=req["template"],
+                                                add_generation_prompt=req["add_generation_prompt"],
+                                                **req["kwargs"])
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            reply = {"text": text[0]}
+            del text
+        except _Timeout:
+            reply = {"budget": "template_s"}
+        except MemoryError:
+            reply = {"budget": "template_mb"}
+        except RecursionError:
+            reply = {"budget": "nesting"}
+        except Exception as e:  # the template's own error (raise_exception, undefined, ...)
+            reply = {"error": f"{type(e).__name__}: {e}"[:2000]}
+        try:
+            _write_msg(out, reply)
+        except MemoryError:
+            return 3
+        if "budget" in reply:
+            return 2  # start afresh: a worker that ran out may hold fragments of what it built
+
+
+# ------------------------------------------------------------------ the parent side
+class _Worker:
+    def __init__(self, mb: float):
+        # built from scratch: a worker running the visitor's template sees no token or secret of the app
+        env = {k: os.environ[k] for k in _ENV_KEPT if k in os.environ}
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [_ROOT, env.get("PYTHONPATH", "")] if p)
+        self.mb = mb
+        self.fresh = True  # its first answer also waits for its imports
+        self.proc = subprocess.Popen([sys.executable, "-m", "viewer.tokenizer.render_worker", str(mb)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env, cwd=_ROOT, close_fds=True)
+
+    def ask(self, data: bytes, deadline_s: float) -> dict:
+        """The worker's reply; ``{"died": ...}`` when it exited or missed the deadline (then it is killed)."""
+        if self.fresh:
+            deadline_s += 15.0
+            self.fresh = False
+        try:
+            self.proc.stdin.write(data)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.kill()
+            return {"died": "exited"}
+        out = self.proc.stdout
+        fd = out.fileno()
+        end = time.monotonic() + deadline_s
+        buf = b""
+        need = _HDR.size
+        have_header = False
+        while len(buf) < need:
+            left = end - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self.kill()
+                return {"died": "timeout"}
+            chunk = os.read(fd, max(need - len(buf), 1 << 16))
+            if not chunk:
+                self.kill()
+                return {"died": "exited"}
+            buf += chunk
+            if not have_header and len(buf) >= _HDR.size:
+                have_header = True
+                need = _HDR.size + _HDR.unpack(buf[:_HDR.size])[0]
+        reply = json.loads(buf[_HDR.size:need].decode("utf-8", "surrogatepass"))
+        if "budget" in reply:
+            self.kill()  # it exits by itself after a budget stop: never hand it out again
+        return reply
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a killed process is reaped at once
+            pass
+        for f in (self.proc.stdin, self.proc.stdout):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_idle: list[_Worker] = []
+_busy = 0
+_cond = threading.Condition()
+_stats = {"renders": 0, "workers_started": 0, "budget_stops": 0, "cache_hits": 0}
+
+
+def _take(mb: float) -> _Worker:
+    global _busy
+    with _cond:
+        while True:
+            while _idle:
+                w = _idle.pop()
+                if w.alive() and w.mb == mb:
+                    _busy += 1
+                    return w
+                w.kill()
+            if _busy < _POOL:
+                _busy += 1
+                break
+            _cond.wait()
+    try:
+        w = _Worker(mb)
+    except BaseException:
+        with _cond:
+            _busy -= 1
+            _cond.notify()
+        raise
+    _stats["workers_started"] += 1
+    return w
+
+
+def _give(w: _Worker) -> None:
+    global _busy
+    with _cond:
+        _busy -= 1
+        if w.alive():
+            _idle.append(w)
+        _cond.notify()
+
+
+def render(template: str, messages: list, tools: list | None, add_generation_prompt: bool,
+           kwargs: dict[str, Any], limits) -> str:
+    """The template's text for ``messages`` (transformers' renderer, in a worker within ``limits``'
+    ``template_s`` / ``template_mb``). Raises BudgetExceeded past either, RenderFailed for the
+    template's own errors. Results are cached (see ``_cache``)."""
+    from viewer.budgets import BudgetExceeded
+
+    seconds, mb = float(limits.template_s), float(limits.template_mb)
+    req = {"template": template, "messages": messages, "tools": tools, "kwargs": kwargs,
+           "add_generation_prompt": bool(add_generation_prompt), "seconds": seconds,
+           "mb": mb}  # the budgets are part of the request, so of the cache key
+    try:
+        body = json.dumps(req, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    except RecursionError:
+        raise BudgetExceeded("nesting", limits.nesting, None, "chat template input (messages or tools)",
+                             limits.public) from None
+    key = hashlib.sha256(body).digest()
+    hit = _cache_get(key)
+    if hit is not None:
+        return _result(hit)
+    reply = _ask(body, seconds, mb, limits)
+    _cache_put(key, reply)
+    return _result(reply)
+
+
+def _ask(body: bytes, seconds: float, mb: float, limits) -> dict:
+    """One render in a worker: the reply (text, template error, or the budget that stopped it)."""
+    if mb and len(body) > mb * 1048576:  # the worker could not even hold the request
+        return {"budget": "template_mb", "limits": limits}
+    w = _take(mb)
+    try:
+        reply = w.ask(_HDR.pack(len(body)) + body, (seconds or 3600.0) + _GRACE_S)
+    finally:
+        _give(w)
+    _stats["renders"] += 1
+    if "died" in reply:
+        reply = {"budget": "template_s" if reply["died"] == "timeout" else "template_mb", "how": reply["died"]}
+    if "budget" in reply:
+        _stats["budget_stops"] += 1
+    reply["limits"] = limits
+    return reply
+
+
+def _result(reply: dict) -> str:
+    from viewer.budgets import BudgetExceeded
+
+    if "budget" in reply:
+        lim, name = reply["limits"], reply["budget"]
+        how = f" (worker {reply['how']})" if reply.get("how") else ""
+        raise BudgetExceeded(name, getattr(lim, name), None, f"chat template render{how}", lim.public)
+    if "error" in reply:
+        raise RenderFailed(reply["error"])
+    return reply["text"]
+
+
+# Results by sha256 of the request (template, messages, tools, kwargs, budgets): the Drift tab,
+# the presenter and every visitor of one link reuse one render, a budget stop included (a
+# template that ran out once is not run again). Bounded in characters, oldest out first.
+_CACHE_CHARS = 64 << 20
+_cache: OrderedDict[bytes, dict] = OrderedDict()
+_cache_size = 0
+_cache_lock = threading.Lock()
+
+
+def _cache_get(key: bytes) -> dict | None:
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            _cache.move_to_end(key)
+            _stats["cache_hits"] += 1
+        return hit
+
+
+def _cache_put(key: bytes, reply: dict) -> None:
+    global _cache_size
+    n = len(reply.get("text") or reply.get("error") or "") + 64
+    if n > _CACHE_CHARS // 4:
+        return
+    with _cache_lock:
+        if key in _cache:
+            return
+        _cache[key] = reply
+        _cache_size += n
+        while _cache_size > _CACHE_CHARS and _cache:
+            _, old = _cache.popitem(last=False)
+            _cache_size -= len(old.get("text") or old.get("error") or "") + 64
+
+
+def stats() -> dict[str, int]:
+    with _cond:
+        return dict(_stats, idle=len(_idle), busy=_busy)
+
+
+def shutdown(clear_cache: bool = False) -> None:
+    """End every idle worker (tests; the app's workers end with it); optionally forget results."""
+    global _cache_size
+    if clear_cache:
+        with _cache_lock:
+            _cache.clear()
+            _cache_size = 0
+    with _cond:
+        ws, _idle[:] = list(_idle), []
+    for w in ws:
+        w.kill()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:]))

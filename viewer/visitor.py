@@ -1,0 +1,351 @@
+"""The one validation point for what a visitor types: capture fields and deep-link parameters.
+
+Every entry point (the Capture tab, ``python -m viewer capture``, the page's ``?source=``
+``?row=`` ``?turn=`` ``?tok=`` ``?mode=`` ``?compare=`` ``?job=`` ``?present=`` links) turns
+its raw strings into typed values here, before anything acts on them. A bad value raises
+:class:`VisitorError`, whose message names the field and what is wrong (shown to the user).
+
+Why one place: a visitor's value is data. It is never a process argument, a server path
+(outside the data root), a network address that was not checked, or a reason to use the
+owner's credentials. Checking each field once, by what it *is* (a listed model name, a Hub
+repo id, a bounded number, an http(s) URL), makes that true by construction instead of by
+every caller remembering (docs/SECURITY.md, "Capture and visitor input").
+
+Sources (local paths, ``hf://``) are checked by :func:`viewer.sources.upload.resolve_user_path`
+and :func:`viewer.sources.hub.parse_hf`; :func:`source` only routes to them. No gradio here.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from viewer.capture.models import MODELS
+from viewer.config import Settings
+
+__all__ = ["VisitorError", "BACKENDS", "MODELS", "LOGPROBS_MODES", "TASK_SOURCES", "REPO_ID", "repo_id",
+           "model_name", "endpoint_url", "instruction", "bounded_int", "bounded_float", "choice", "capture_spec",
+           "DeepLink", "deep_link", "source", "job_id"]
+
+BACKENDS = ("local", "endpoint", "hf-jobs")
+TASK_SOURCES = ("bundled", "deepcoder")
+LOGPROBS_MODES = ("", "processed_logprobs", "raw_logprobs")
+# A Hub repo id as the Hub accepts it (OWNER/NAME, ASCII letters, digits, - _ .; no "--" or ".."),
+# always with an owner: a bare word could be read as a relative file name by a tool downstream.
+REPO_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9])?")
+# A model name an OpenAI endpoint serves (sent as JSON "model", never a path): a repo-id-like word.
+SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,199}")
+FLAVOR = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+JOB_ID = re.compile(r"[0-9a-f]{32}")
+MAX_INSTRUCTION = 20_000
+MAX_URL = 2048
+MAX_SOURCE = 4096
+
+
+class VisitorError(ValueError):
+    """A visitor's value was refused; ``str(e)`` is the message for the user, ``field`` names the input."""
+
+    def __init__(self, field_name: str, message: str):
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+
+
+def _text(name: str, value: Any, max_len: int = 512) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise VisitorError(name, f"expected text, got {type(value).__name__}")
+    v = value.strip()
+    if len(v) > max_len:
+        raise VisitorError(name, f"too long ({len(v):,} characters; at most {max_len:,})")
+    if any(ord(c) < 32 and c not in "\n\t" for c in v):
+        raise VisitorError(name, "contains control characters")
+    return v
+
+
+def choice(name: str, value: Any, options: tuple[str, ...]) -> str:
+    v = _text(name, value, 64)
+    if v not in options:
+        raise VisitorError(name, f"{v!r} is not one of {', '.join(repr(o) for o in options if o)}")
+    return v
+
+
+def repo_id(name: str, value: Any, required: bool = True) -> str:
+    """OWNER/NAME as the Hub spells a repo id (no path, no URL)."""
+    v = _text(name, value, 200)
+    if not v:
+        if required:
+            raise VisitorError(name, "required (a Hub repo id OWNER/NAME)")
+        return ""
+    if not REPO_ID.fullmatch(v) or "--" in v or ".." in v or v.endswith(".git"):
+        raise VisitorError(name, f"{v!r} is not a Hub repo id (OWNER/NAME: letters, digits, - _ .)")
+    return v
+
+
+def model_name(value: Any, backend: str, public: bool, default: str = "tiny-qwen3", name: str = "model") -> str:
+    """A listed CPU model, a Hub repo id, the endpoint's served name, or (not public) a local model folder."""
+    v = _text(name, value, 512) or default
+    if v in MODELS:
+        return v
+    if backend == "endpoint" and SERVED_NAME.fullmatch(v) and ".." not in v and not v.startswith("/"):
+        return v  # only ever sent as the request's "model" string
+    if REPO_ID.fullmatch(v) and "--" not in v and ".." not in v and not Path(v).exists():
+        return v
+    if not public and backend != "hf-jobs":
+        p = Path(v).expanduser()
+        if p.is_dir():
+            return str(p.resolve())
+        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}", v) and ".." not in v:
+            return v  # a Hub name without an owner (gpt2): a local user's own vLLM resolves it
+        raise VisitorError(name, f"{v!r}: not a listed model ({', '.join(MODELS)}), a Hub repo id, or a model folder")
+    raise VisitorError(name, f"{v!r}: not a listed model ({', '.join(MODELS)}) or a Hub repo id (OWNER/NAME)")
+
+
+def tokenizer_name(value: Any, backend: str, public: bool) -> str:
+    """Where the served model's tokenizer is: "" (from the model), a Hub repo id, or (not public) a folder."""
+    v = _text("tokenizer", value, 512)
+    if not v:
+        return ""
+    if REPO_ID.fullmatch(v) and "--" not in v and ".." not in v and not Path(v).exists():
+        return v
+    if not public and backend != "hf-jobs" and Path(v).expanduser().is_dir():
+        return str(Path(v).expanduser().resolve())
+    raise VisitorError("tokenizer", f"{v!r}: not a Hub repo id (OWNER/NAME)" + ("" if public else " or a folder"))
+
+
+def endpoint_url(value: Any, required: bool = True) -> str:
+    """An http(s) URL with a host (its address is checked by policy.pin_endpoint at connect time)."""
+    v = _text("endpoint", value, MAX_URL)
+    if not v:
+        if required:
+            raise VisitorError("endpoint", "required with the endpoint backend (http://host:port)")
+        return ""
+    try:
+        parts = urlsplit(v)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as e:
+        raise VisitorError("endpoint", f"not a URL ({e})") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise VisitorError("endpoint", "must be an http:// or https:// URL with a host")
+    if parts.username or parts.password:
+        raise VisitorError("endpoint", "credentials in the URL are refused (use the token field)")
+    return v
+
+
+def instruction(value: Any) -> str:
+    """Free text for the agent: bounded, travels only as data (TASK.md, the job's spec file)."""
+    v = _text("instruction", value, MAX_INSTRUCTION)
+    if "\x00" in v:
+        raise VisitorError("instruction", "contains a NUL character")
+    return v
+
+
+def bounded_int(name: str, value: Any, lo: int, hi: int, default: int | None = None) -> int:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if default is None:
+            raise VisitorError(name, "required")
+        return default
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise VisitorError(name, f"{value!r} is not a number") from None
+    if isinstance(value, bool) or f != f or not f.is_integer():
+        raise VisitorError(name, f"{value!r} is not a whole number")
+    if not lo <= f <= hi:
+        raise VisitorError(name, f"{value!r} is out of range ({lo} to {hi})")
+    return int(f)
+
+
+def bounded_float(name: str, value: Any, lo: float, hi: float, default: float | None = None) -> float:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if default is None:
+            raise VisitorError(name, "required")
+        return float(default)
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise VisitorError(name, f"{value!r} is not a number") from None
+    if isinstance(value, bool) or f != f or not lo <= f <= hi:
+        raise VisitorError(name, f"{value!r} is out of range ({lo:g} to {hi:g})")
+    return f
+
+
+def _bundled_count() -> int:
+    from viewer.capture.tasks import bundled_tasks
+
+    return len(bundled_tasks())
+
+
+def capture_spec(settings: Settings, *, out: str, public: bool, token: str = "", **raw: Any):
+    """One :class:`~viewer.capture.spec.CaptureSpec` from the settings and a visitor's raw fields.
+
+    ``raw`` keys: backend, model, endpoint, task_source, task_index, n_prompts, seed, instruction,
+    scripted, agent_timeout_s, test_timeout_s, max_output_tokens, steps, top_logprobs,
+    logprobs_mode, spell_tool_call_as_pieces, tokenizer, results_repo, flavor, script_commands,
+    sandbox, title. A missing key takes the settings' default; an unknown key is a programming
+    error (TypeError). ``public``: no local folders, sandbox required, endpoint pinned."""
+    from viewer.capture.spec import CaptureSpec
+
+    known = {"backend", "model", "endpoint", "task_source", "task_index", "n_prompts", "seed", "instruction",
+             "scripted", "agent_timeout_s", "test_timeout_s", "max_output_tokens", "steps", "top_logprobs",
+             "logprobs_mode", "spell_tool_call_as_pieces", "tokenizer", "results_repo", "flavor", "script_commands",
+             "sandbox", "title"}
+    unknown = set(raw) - known
+    if unknown:
+        raise TypeError(f"unknown capture fields: {sorted(unknown)}")
+    s = settings
+    backend = choice("backend", raw.get("backend") or "local", BACKENDS)
+    task_source = choice("task_source", raw.get("task_source") or "bundled", TASK_SOURCES)
+    instr = instruction(raw.get("instruction"))
+    scripted = bool(raw.get("scripted", False))
+    if scripted and instr:
+        raise VisitorError("scripted", "scripted mode replays a bundled task's solution: clear the custom "
+                                       "instruction or untick Scripted")
+    n_prompts = bounded_int("n_prompts", raw.get("n_prompts"), 1, 100_000, 64)
+    hi = (_bundled_count() if task_source == "bundled" else n_prompts) - 1
+    task_index = bounded_int("task_index", raw.get("task_index"), 0, max(hi, 0), 0)
+    # an app's capture ends at CAPTURE_MAX_WALL_S anyway; a local user's CLI run may be long
+    max_wall = float(s.capture_max_wall_s or 86_400) if public else 7 * 86_400.0
+    commands = raw.get("script_commands") or []
+    if commands and public:
+        raise VisitorError("script_commands", "not available on a public app")
+    if not isinstance(commands, (list, tuple)) or not all(isinstance(c, str) for c in commands):
+        raise VisitorError("script_commands", "expected a list of commands")
+    results_repo = repo_id("results_repo", raw.get("results_repo", s.capture_results_repo),
+                           required=backend == "hf-jobs")
+    flavor = _text("flavor", raw.get("flavor") or s.capture_hf_flavor, 40)
+    if not FLAVOR.fullmatch(flavor):
+        raise VisitorError("flavor", f"{flavor!r} is not a hardware flavor name (e.g. a100-large)")
+    return CaptureSpec(
+        out=str(out), backend=backend,
+        model=model_name(raw.get("model"), backend, public, s.capture_model or "tiny-qwen3"),
+        endpoint=endpoint_url(raw.get("endpoint"), required=backend == "endpoint") if backend == "endpoint" else "",
+        token=token, task_source=task_source, task_index=task_index, n_prompts=n_prompts,
+        seed=bounded_int("seed", raw.get("seed"), 0, 2**31 - 1, 0), instruction=instr, scripted=scripted,
+        agent_timeout_s=bounded_float("agent_timeout_s", raw.get("agent_timeout_s"), 1, max_wall,
+                                      s.capture_agent_timeout_s),
+        test_timeout_s=bounded_float("test_timeout_s", raw.get("test_timeout_s"), 0.1, 600, s.capture_test_timeout_s),
+        max_output_tokens=bounded_int("max_output_tokens", raw.get("max_output_tokens"), 1, 131_072,
+                                      s.capture_max_output_tokens),
+        steps=bounded_int("steps", raw.get("steps"), 1, 1000, 8),
+        top_logprobs=bounded_int("top_logprobs", raw.get("top_logprobs"), 0, 20, s.capture_top_logprobs),
+        logprobs_mode=choice("logprobs_mode", raw.get("logprobs_mode", s.capture_logprobs_mode) or "", LOGPROBS_MODES),
+        spell_tool_call_as_pieces=bool(raw.get("spell_tool_call_as_pieces", False)),
+        tokenizer=tokenizer_name(raw.get("tokenizer"), backend, public),
+        results_repo=results_repo, flavor=flavor, script_commands=list(commands),
+        sandbox=True if public else bool(raw.get("sandbox", True)), require_sandbox=public,
+        title=bool(raw.get("title", True)), vllm_python=s.capture_vllm_python, opencode_bin=s.capture_opencode,
+        auto_setup=s.capture_auto_setup, public_app=public)
+
+
+# ---------------------------------------------------------------------------- deep links
+def job_id(value: Any) -> str | None:
+    """A capture job id (32 hex, from the runner) or None."""
+    v = (value or "").strip() if isinstance(value, str) else ""
+    return v if JOB_ID.fullmatch(v) else None
+
+
+def _range(text: str) -> tuple[int, int] | None:
+    m = re.fullmatch(r"\s*(\d{1,9})\s*(?:-\s*(\d{1,9}))?\s*", text or "")
+    if not m:
+        return None
+    a = int(m.group(1))
+    b = int(m.group(2)) if m.group(2) else a
+    return (min(a, b), max(a, b))
+
+
+def _index(text: str | None) -> int | None:
+    t = (text or "").strip()
+    return int(t) if re.fullmatch(r"\d{1,9}", t) else None
+
+
+@dataclass(frozen=True)
+class DeepLink:
+    """What a page link asks for, typed; ``ignored`` lists the parameters that were not valid."""
+
+    source: str = ""
+    row: int | None = None
+    turn: int | None = None
+    tok: tuple[int, int] | None = None
+    mode: str = "mask"
+    compare: str = ""
+    compare_row: int | None = None
+    job: str | None = None
+    present: bool = False
+    ignored: list[str] = field(default_factory=list)
+
+    @property
+    def note(self) -> str:
+        return (f"Ignored {', '.join(self.ignored)} in the link: not valid (turn, row: a number; tok: N or N-M; "
+                "mode: a colour mode name).") if self.ignored else ""
+
+
+def deep_link(query: Mapping[str, Any]) -> DeepLink:
+    """The page's query parameters, typed. Sources stay text here (checked by :func:`source` when opened)."""
+    q = {str(k): ("" if v is None else str(v)) for k, v in dict(query or {}).items()}
+    bad: list[str] = []
+
+    def num(key: str) -> int | None:
+        n = _index(q.get(key))
+        if q.get(key) and n is None:
+            bad.append(f"{key}={q[key][:40]!r}")
+        return n
+
+    def src(key: str) -> str:
+        v = q.get(key, "").strip()
+        if len(v) > MAX_SOURCE or "\x00" in v:
+            bad.append(f"{key}=({len(v):,} characters)")
+            return ""
+        return v
+
+    tok = _range(q.get("tok", ""))
+    if q.get("tok") and tok is None:
+        bad.append(f"tok={q['tok'][:40]!r}")
+    mode = q.get("mode", "").strip() or "mask"
+    if not re.fullmatch(r"[a-z_]{1,32}", mode):
+        bad.append(f"mode={mode[:40]!r}")
+        mode = "mask"
+    job = job_id(q.get("job"))
+    if q.get("job") and job is None:
+        bad.append(f"job={q['job'][:40]!r}")
+    return DeepLink(source=src("source"), row=num("row"), turn=num("turn"), tok=tok, mode=mode,
+                    compare=src("compare"), compare_row=num("compare_row"), job=job,
+                    present=q.get("present") == "1", ignored=bad)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source a visitor named: ``kind`` sample | hub | path; ``path`` set for a local one."""
+
+    kind: str
+    text: str
+    path: Path | None = None
+
+
+def source(text: Any, settings: Settings, samples: list[str] | None = None) -> Source:
+    """Check a typed or linked source. ``sample:NAME`` must be listed; ``hf://`` goes to
+    :func:`viewer.sources.hub.parse_hf`; anything else to
+    :func:`viewer.sources.upload.resolve_user_path` (inside the data root). Raises ValueError
+    (VisitorError or the delegate's error) with a message for the user."""
+    v = _text("source", text, MAX_SOURCE)
+    if not v:
+        raise VisitorError("source", "name a rollout: sample:NAME, a path inside the data root, or "
+                                     "hf://datasets/OWNER/NAME")
+    if v.startswith("sample:"):
+        name = v.split(":", 1)[1]
+        if samples is not None and name not in samples:
+            raise VisitorError("source", f"no bundled sample named {name!r}")
+        return Source("sample", v)
+    if v.startswith("hf://"):
+        from viewer.sources.hub import HubError, parse_hf
+
+        try:
+            parse_hf(v)
+        except HubError as e:
+            raise VisitorError("source", str(e)) from None
+        return Source("hub", v)
+    from viewer.sources.upload import resolve_user_path
+
+    return Source("path", v, resolve_user_path(v, settings))
