@@ -417,8 +417,13 @@ ALL_AT_ONCE = 8  # hostile strings tried in every text argument at once (each ar
 
 
 def query_params() -> list[str]:
-    """Deep-link parameters the app reads (``q.get("x")`` / ``q["x"]`` in viewer/ui): each is an input."""
-    names = set()
+    """Deep-link parameters the app reads: the fields of ``viewer.visitor.DeepLink`` (the one parser of a
+    page's query string) and any ``q.get("x")`` / ``q["x"]`` read directly in viewer/ui. Each is an input."""
+    import dataclasses
+
+    from viewer.visitor import DeepLink
+
+    names = {f.name for f in dataclasses.fields(DeepLink)} - {"ignored"}
     for f in (REPO / "viewer" / "ui").rglob("*.py"):
         names |= set(re.findall(r"""\bq(?:\.get\(|\[)["'](\w+)["']""", f.read_text()))
     return sorted(names)
