@@ -344,7 +344,9 @@ def judge(records: list, p: Planted, hostile: list[str], cwd: str, canary: int, 
             elif _ENVIRON.match(path) and _ENVIRON.match(path).group(1) in ("self", "thread-self", str(pid)):
                 out.append(f"{kind} of the server's environment: {raw!r}")
             elif raw in hostile or real in ("/etc/passwd", "/etc/shadow") or (
-                    p.marker in raw and not any(Path(real).is_relative_to(d) for d in own)):
+                    # a bare name is relative to a dir_fd the hook does not see (shutil.rmtree of an upload
+                    # folder named after the visitor's file): only paths with a folder part are judged here
+                    p.marker in raw and os.sep in raw and not any(Path(real).is_relative_to(d) for d in own)):
                 out.append(f"{kind} of a path a visitor named: {raw!r}")
         elif kind == "spawn":
             args = rec[2]
@@ -368,9 +370,19 @@ def judge(records: list, p: Planted, hostile: list[str], cwd: str, canary: int, 
         elif kind == "resolve":
             host = rec[1]
             # huggingface.co is where the app's own Hub / Jobs calls go (refused here all the same)
-            if host and not _is_loopback(host) and host not in ("0.0.0.0", "huggingface.co", "hf.co"):
+            # an IP literal is not looked up (the endpoint guard "resolves" one to check it); a connect is judged above
+            if host and not _is_loopback(host) and not _is_ip(host) and host not in ("huggingface.co", "hf.co"):
                 out.append(f"name lookup of {host!r}")
     return out
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+    try:
+        ipaddress.ip_address(str(host).split("%")[0])
+        return True
+    except ValueError:
+        return False
 
 
 def _is_loopback(host: str) -> bool:

@@ -43,28 +43,7 @@ TABS = 3                   # anonymous visitors calling at once
 # Findings known open on main and fixed on other branches (issue 19): (id, regex over a finding,
 # why). Each is an xfail(strict=True) case of test_known_finding_is_fixed: it fails (XPASS) once the
 # hole is closed, and the entry goes with the fix. Nothing else may be found (test_sweep_finds_nothing).
-KNOWN_OPEN: list[tuple[str, str, str]] = [
-    ("tokenizer-override-any-server-path",
-     r"(open_sample|open_path|on_path|open_upload) \(fn \d+\) argument 1 \(textbox\)",
-     "anonymous: the Tokenizer override of open_sample / open_path / on_path / open_upload reaches tokenizer_for "
-     "unconfined (browse.py passes it to store.open; only set_tokenizer runs resolve_user_path): it opens the planted "
-     "file, a planted folder's tokenizer.json, /proc/self/environ, ../../etc/passwd (issue 19 hole 7, tokenizer files)"),
-    ("hf-jobs-visitor-values-in-job-arguments",
-     r"Jobs API run_uv_job given a visitor's value",
-     "signed in, hf-jobs: Model, Custom instruction and Results repo go onto run_uv_job's script_args, which uploads "
-     "any that names a local file (planted file, /proc/self/environ, ../../etc/passwd) (issue 19 hole 1)"),
-    ("local-capture-model-on-vllm-command-line",
-     r"signed in, local, argument 1 = .*\]: (process started with a visitor's value|open of a planted file|"
-     r"open of a path a visitor named)",
-     "allow-listed, local: the Model field goes unvalidated onto vLLM's command line (`--model <value>`, "
-     "e.g. /proc/self/environ, the planted file, ../../etc/passwd, a URL, `$(id>...)`) and <value>/config.json is "
-     "opened (issue 19 'model fields validated as a repo id or a listed name')"),
-    ("endpoint-guard-passes-100.64/10",
-     r"endpoint, argument 2 = 'http://100\.100\.100\.200.*(name lookup of '100\.100\.100\.200'|"
-     r"connect to 100\.100\.100\.200:)",
-     "allow-listed, endpoint: http://100.100.100.200/ (100.64.0.0/10, a cloud metadata address) passes the endpoint "
-     "guard and the capture connects to it (issue 19 hole 6)"),
-]
+KNOWN_OPEN: list[tuple[str, str, str]] = []
 
 
 @pytest.fixture(scope="module")
@@ -143,6 +122,8 @@ def sweep(tmp_path_factory):
         run.check("the end")
         run.result.findings = run.findings()
         (root / "findings.txt").write_text("\n".join(run.result.findings) + "\n")  # the whole list, for a reader
+        (root / "cost.txt").write_text("".join(f"{run._name(i)}\t{n} calls\t{sec:.1f} s\n" for i, (n, sec) in
+                                               sorted(run.result.cost.items(), key=lambda x: -x[1][1])))
         run.result.seconds = time.monotonic() - t0
         yield run, p, server, root
     finally:
@@ -216,7 +197,8 @@ def test_the_checks_see_what_they_are_for(tmp_path):
     assert judged("job", "run_uv_job", ["script.py", "--model", "/proc/self/environ"], {"env": {}, "secrets": {}})
     assert judged("job", "run_uv_job", ["script.py"], {"env": {}, "secrets": {"HF_TOKEN": p.env["HF_TOKEN"]}})
     assert judged("connect", "100.100.100.200", 80) and judged("connect", "127.0.0.1", 2)
-    assert judged("resolve", "metadata.google.internal")
+    assert judged("resolve", "metadata.google.internal") and not judged("resolve", "100.100.100.200")
+    assert judged("open", f"x/{p.marker}/y", "r", 0) and not judged("open", p.marker, "r", 0)  # bare: a dir_fd name
     assert not judged("open", str(tmp_path / "tmp" / f"{p.marker}.zip"), "r", 0)  # an upload in the app's folder
     assert not judged("open", "/proc/77/environ", "r", 0)  # the capture's orphan scan, not a visitor's path
     assert not judged("spawn", "subprocess.Popen", ["bwrap", "--version"])
