@@ -424,7 +424,7 @@ def scan_files(paths, p: Planted, limit_bytes: int = 64 << 20) -> list[str]:
 # ---------------------------------------------------------------- the sweep
 STRING_TYPES = {"textbox", "dropdown", "radio", "markdown", "html", "code", "colorpicker", "dataframe"}
 SIGNED_IN = 12  # hostile strings tried per argument by signed-in visitors (captures are slower)
-DEEP_LINK = 18  # hostile strings tried per deep-link parameter (the paths, URLs and commands)
+DEEP_LINK = 10  # hostile strings tried per deep-link parameter (the paths, URLs and commands)
 ALL_AT_ONCE = 8  # hostile strings tried in every text argument at once (each argument alone gets all)
 
 
@@ -618,21 +618,23 @@ class Runner:
             base = list(base0)
             if choice is not None:
                 base[fixed[0]] = choice
-            self.fire(v, i, base, f"signed in, {choice}, page values")
-            self.settle(v)
+            self.start(v, i, base, f"signed in, {choice}, page values")
             for k, cid in enumerate(ins):
                 if self.string_like(cid) and self.free_text(cid):
                     for s in self.hostile[:SIGNED_IN]:
-                        self.fire(v, i, base[:k] + [s] + base[k + 1:], f"signed in, {choice}, argument {k} = {_short(s)}")
-                        self.settle(v)
-            self.fire(v, i, [HUGE if self.string_like(c) and self.free_text(c) else base[k] for k, c in enumerate(ins)],
+                        self.start(v, i, base[:k] + [s] + base[k + 1:], f"signed in, {choice}, argument {k} = {_short(s)}")
+            self.start(v, i, [HUGE if self.string_like(c) and self.free_text(c) else base[k] for k, c in enumerate(ins)],
                       f"signed in, {choice}, every text argument 1 MB")
-            self.settle(v)
         for k, cid in enumerate(ins):
             if self.kind(cid) == "number":
                 for n in NUMBERS:
-                    self.fire(v, i, base0[:k] + [n] + base0[k + 1:], f"signed in, argument {k} = {n!r}")
-                    self.settle(v)
+                    self.start(v, i, base0[:k] + [n] + base0[k + 1:], f"signed in, argument {k} = {n!r}")
+
+    def start(self, v: Visitor, i: int, data: list, what: str) -> None:
+        """A call that may start background work: when its answer switches a timer on, wait it out."""
+        r = self.fire(v, i, data, what)
+        if re.search(r'"active":\s*true', r.text):
+            self.settle(v)
 
     def settle(self, v: Visitor, timeout_s: float = 30.0) -> None:
         """Poll the session's timer-driven events (a capture's progress) until they switch themselves off."""
@@ -653,7 +655,7 @@ class Runner:
         for e in self.server.events:
             i = e["fn_index"]
             key = (e["name"], tuple(self.kind(c) for c in self.deps[i]["inputs"]),
-                   tuple(t[1] for t in self.deps[i].get("targets") or []))
+                   "select" in {t[1] for t in self.deps[i].get("targets") or []})
             out[i] = key not in seen
             seen.setdefault(key, i)
         return out
