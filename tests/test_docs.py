@@ -88,3 +88,10 @@ def test_security_md_has_the_sections_each_area_fills_and_the_readme_links_it():
     for section in ("## Safety", "## Hosting"):
         body = readme[readme.index(section):].split("\n## ", 1)[0]
         assert "(docs/SECURITY.md)" in body, section
+
+
+def test_security_md_names_only_tests_that_exist():
+    doc = (REPO / "docs" / "SECURITY.md").read_text()
+    named = set(re.findall(r"\b(test_\w+\.py)", doc))
+    assert len(named) > 10
+    assert sorted(n for n in named if not (REPO / "tests" / n).is_file()) == []
