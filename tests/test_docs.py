@@ -40,3 +40,58 @@ def test_no_reference_to_docs_outside_the_repo():
     offenders = [str(p.relative_to(REPO)) for sub in ("viewer", "scripts") for p in (REPO / sub).rglob("*.py")
                  if re.search(r"(?<!docs/)\b(FORMATS|CAPTURE|DRIFT|GRADIO|TRAINER)\.md", p.read_text())]
     assert offenders == []
+
+
+def _registered_events(public: bool, monkeypatch) -> set[str]:
+    """api_names of every event the app registers, as a Space (sign-in on) or as a local app."""
+    import gradio.oauth
+
+    from viewer.config import Settings
+    from viewer.ui import create_app
+
+    with monkeypatch.context() as m:
+        if public:  # what a Space with hf_oauth provides (gradio.oauth reads these at import)
+            m.setenv("SYSTEM", "spaces")
+            m.setenv("SPACE_ID", "docs/check")
+            for k, v in (("OAUTH_CLIENT_ID", "x"), ("OAUTH_CLIENT_SECRET", "y"), ("OAUTH_SCOPES", "openid profile"),
+                         ("OPENID_PROVIDER_URL", "http://127.0.0.1:9")):
+                m.setenv(k, v)
+                m.setattr(gradio.oauth, k, v)
+        demo = create_app(Settings(public=public))
+        return {fn.api_name for fn in demo.fns.values()}
+
+
+def test_security_md_names_every_event_and_deep_link_parameter(monkeypatch):
+    """docs/SECURITY.md "Entry points" lists each event the app registers and each query parameter it
+    reads: a new event or parameter without a line there (and so without a thought about who may call
+    it) fails here. The attack sweep calls each of them (tests/test_attacks_sweep.py)."""
+    from attack_kit import query_params
+
+    doc = (REPO / "docs" / "SECURITY.md").read_text()
+    entry = doc[doc.index("## Entry points"):]
+    events = _registered_events(True, monkeypatch) | _registered_events(False, monkeypatch)
+    assert len(events) > 50
+    missing = sorted(e for e in events if f"`{e}`" not in entry)
+    assert missing == []
+    params = query_params()
+    assert {"source", "turn", "job", "compare"} <= set(params)
+    assert [p for p in params if f"`{p}`" not in entry] == []
+
+
+def test_security_md_has_the_sections_each_area_fills_and_the_readme_links_it():
+    doc = (REPO / "docs" / "SECURITY.md").read_text()
+    heads = re.findall(r"^## (.+)$", doc, re.M)
+    for h in ("Threat model", "Entry points", "Capture and visitor input", "Sandbox",
+              "Uploads, Hub sources and disk", "Resources"):
+        assert heads.count(h) == 1, h
+    readme = (REPO / "README.md").read_text()
+    for section in ("## Safety", "## Hosting"):
+        body = readme[readme.index(section):].split("\n## ", 1)[0]
+        assert "(docs/SECURITY.md)" in body, section
+
+
+def test_security_md_names_only_tests_that_exist():
+    doc = (REPO / "docs" / "SECURITY.md").read_text()
+    named = set(re.findall(r"\b(test_\w+\.py)", doc))
+    assert len(named) > 10
+    assert sorted(n for n in named if not (REPO / "tests" / n).is_file()) == []
