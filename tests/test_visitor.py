@@ -117,3 +117,30 @@ def test_capture_folders_are_new_and_unique(tmp_path):
     made = {new_capture_dir(tmp_path) for _ in range(50)}
     assert len(made) == 50 and all(p.is_dir() and not any(p.iterdir()) for p in made)
     assert all(Path(p).name.startswith("capture-") for p in made)
+
+
+def test_the_ui_checks_typed_sources_only_through_visitor():
+    """One validation point: no UI module resolves a typed path or parses an hf:// address itself
+    (the Path box, the tokenizer folder, the scan folder and the Datasets tab once did)."""
+    import re
+    from pathlib import Path
+
+    ui = Path(__file__).resolve().parent.parent / "viewer" / "ui"
+    direct = [f"{p.name}: {m}" for p in sorted(ui.rglob("*.py"))
+              for m in re.findall(r"\b(resolve_user_path|parse_hf)\(", p.read_text())]
+    assert direct == []
+
+
+def test_a_typed_path_is_bounded_text_before_it_is_resolved(tmp_path):
+    from viewer.config import Settings
+    from viewer.visitor import VisitorError, local_path
+
+    s = Settings(data_root=str(tmp_path))
+    (tmp_path / "a").mkdir()
+    assert local_path("a", s) == (tmp_path / "a").resolve()
+    with pytest.raises(VisitorError, match="too long"):
+        local_path("a" * 5000, s)
+    with pytest.raises(VisitorError, match="control characters"):
+        local_path("a\x1b[2J", s)
+    with pytest.raises(ValueError, match="outside the allowed data folder"):
+        local_path("/etc", s)

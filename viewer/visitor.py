@@ -27,7 +27,7 @@ from viewer.config import Settings
 
 __all__ = ["VisitorError", "BACKENDS", "MODELS", "LOGPROBS_MODES", "TASK_SOURCES", "REPO_ID", "repo_id",
            "model_name", "endpoint_url", "instruction", "bounded_int", "bounded_float", "choice", "capture_spec",
-           "DeepLink", "deep_link", "source", "job_id"]
+           "DeepLink", "deep_link", "source", "job_id", "local_path"]
 
 BACKENDS = ("local", "endpoint", "hf-jobs")
 TASK_SOURCES = ("bundled", "deepcoder")
@@ -349,3 +349,12 @@ def source(text: Any, settings: Settings, samples: list[str] | None = None) -> S
     from viewer.sources.upload import resolve_user_path
 
     return Source("path", v, resolve_user_path(v, settings))
+
+
+def local_path(text: Any, settings: Settings, name: str = "path"):
+    """A typed local path (the Path box, a tokenizer folder, a scan folder, a dataset file):
+    bounded text, then :func:`viewer.sources.upload.resolve_user_path` (inside the data root,
+    never another visitor's upload). Raises ValueError with a message for the user."""
+    from viewer.sources.upload import resolve_user_path
+
+    return resolve_user_path(_text(name, text, MAX_SOURCE), settings)

@@ -18,7 +18,8 @@ from ..budgets import BudgetExceeded
 from ..config import SAMPLE_DIR, Settings
 from ..sources import SourceError
 from ..sources.keep import KEEP
-from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files, resolve_user_path
+from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files
+from ..visitor import local_path
 from ..views import TURN_COLUMNS, turn_table, turn_view
 from . import rescores
 from .opening import list_samples, open_spec
@@ -235,7 +236,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     def on_path(text: str, override: str):
         try:
-            p = resolve_user_path(text, settings)
+            p = local_path(text, settings)
         except ValueError as e:
             return failure(str(e))
         return open_path(p, override)
@@ -263,7 +264,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         override = (override or "").strip()
         if override and (override.startswith(("/", ".", "~")) or Path(override).expanduser().exists()):
             try:  # a folder the user typed: confined to the data root like any typed path
-                override = str(resolve_user_path(override, settings))
+                override = str(local_path(override, settings, "tokenizer"))
             except ValueError as e:
                 return failure(f"Tokenizer folder refused: {e}")
         return open_path(op.path, override, index=index)

@@ -22,7 +22,7 @@ from ..sources import DatasetSource, SourceError, open_dataset
 from .browse import dataset_link
 from ..sources.hub import read_token, reader_tag
 from ..sources.registry import all_formats
-from ..sources.upload import resolve_user_path
+from ..visitor import local_path
 
 __all__ = ["build", "PAGE_SIZE"]
 
@@ -123,7 +123,7 @@ def build(settings: Settings, store, browse) -> None:
         spec = text
         if not text.startswith("hf://"):
             try:
-                spec = str(resolve_user_path(text, settings))
+                spec = str(local_path(text, settings))
             except ValueError as e:
                 return fail(str(e))
         fmt_arg = None if fmt_name in (None, "", "auto") else fmt_name

@@ -26,7 +26,7 @@ from ..drift.ray_engine import ray_available, scan_with_ray
 from ..drift.corpus import ScanInputError, scan_source
 from ..drift.results import SCAN_COLUMNS, scan_table
 from ..sources import SourceError
-from ..sources.upload import resolve_user_path
+from ..visitor import local_path
 from .browse import TOKEN_VIEW_JS, TOKEN_VIEW_TEMPLATE
 
 __all__ = ["build", "SCOPES"]
@@ -79,7 +79,7 @@ def open_scanned(entry: dict[str, Any], name: str, store, settings: Settings):
         return store.get(entry["keys"][name])
     if name in entry["kept"]:
         return store.put(entry["kept"][name])
-    return store.open(resolve_user_path(name, settings))
+    return store.open(local_path(name, settings))
 
 
 def _spec(rollout, trainer: str | None, train_turns: str | None):
@@ -306,7 +306,7 @@ def build(settings: Settings, store, browse) -> None:
         try:
             if what == "folder of captures":
                 try:
-                    p = resolve_user_path(folder_text or ".", settings)
+                    p = local_path(folder_text or ".", settings)
                 except ValueError as e:
                     return fail(str(e))
                 if engine == "ray":  # blocks scanned by Ray actors; totals as the local engine's
