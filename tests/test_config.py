@@ -1,16 +1,36 @@
-"""Every setting is documented, and env overrides work."""
+"""Every setting is documented (docs/SETTINGS.md, linked from the README), and env overrides work."""
+import re
 from pathlib import Path
 
 import pytest
 
 from viewer.config import Settings
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+REPO = Path(__file__).resolve().parent.parent
+SETTINGS_MD = (REPO / "docs" / "SETTINGS.md").read_text()
+TABLE = SETTINGS_MD[:SETTINGS_MD.index("## Resource budgets")]  # the settings table, before the budgets'
+
+
+def _shown(default) -> str:
+    """A default as the table writes it: paths inside the repository relative to it, empty as (none)."""
+    if isinstance(default, str) and default.startswith(f"{REPO}/"):
+        return str(Path(default).relative_to(REPO))
+    return "(none)" if default == "" else str(default)
 
 
 @pytest.mark.parametrize("name,env,default,help", Settings.docs())
-def test_every_setting_is_in_readme(name, env, default, help):
-    assert f"`{env}`" in README, f"{env} ({name}) is not documented in README.md"
+def test_every_setting_is_in_the_settings_page(name, env, default, help):
+    """docs/SETTINGS.md's table (linked from the README) has one row per setting, with its default."""
+    rows = re.findall(rf"^\| `{env}` \| ([^|]*) \|", TABLE, re.M)
+    assert len(rows) == 1, f"{env} ({name}) is not documented once in docs/SETTINGS.md's table"
+    cell = rows[0].strip().strip("`").rstrip("/")
+    assert cell in (_shown(default), "" if default == "" else None), f"{env}: table says {rows[0]!r}, default {default!r}"
+
+
+def test_the_settings_table_names_only_real_settings():
+    envs = {env for _, env, _, _ in Settings.docs()}
+    listed = set(re.findall(r"^\| `([A-Z_]+)` \|", TABLE, re.M))
+    assert listed and sorted(listed - envs) == []
 
 
 def test_env_overrides_types():

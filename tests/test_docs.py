@@ -79,15 +79,19 @@ def test_security_md_names_every_event_and_deep_link_parameter(monkeypatch):
 
 
 def test_security_md_has_the_sections_each_area_fills_and_the_readme_links_it():
+    """docs/SECURITY.md has a section per area; docs/HOSTING.md's Safety and Hosting sections (the
+    summary a reader meets first) each link it, and the README links both pages."""
     doc = (REPO / "docs" / "SECURITY.md").read_text()
     heads = re.findall(r"^## (.+)$", doc, re.M)
     for h in ("Threat model", "Entry points", "Capture and visitor input", "Sandbox",
               "Uploads, Hub sources and disk", "Resources"):
         assert heads.count(h) == 1, h
-    readme = (REPO / "README.md").read_text()
+    hosting = (REPO / "docs" / "HOSTING.md").read_text()
     for section in ("## Safety", "## Hosting"):
-        body = readme[readme.index(section):].split("\n## ", 1)[0]
-        assert "(docs/SECURITY.md)" in body, section
+        body = hosting[hosting.index(section):].split("\n## ", 1)[0]
+        assert "(SECURITY.md)" in body, section
+    readme = (REPO / "README.md").read_text()
+    assert "(docs/HOSTING.md)" in readme and "(docs/SECURITY.md)" in readme
 
 
 def test_security_md_names_only_tests_that_exist():

@@ -1,4 +1,4 @@
-"""Public hosting rules (viewer/capture/policy.py), worked out by hand from the README's Hosting section."""
+"""Public hosting rules (viewer/capture/policy.py), worked out by hand from docs/HOSTING.md's Hosting section."""
 from __future__ import annotations
 
 import socket

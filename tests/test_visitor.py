@@ -1,7 +1,7 @@
 """viewer/visitor.py: every capture field and deep-link parameter typed and checked once, and the
 entry points (Capture tab, capture CLI, deep links) going through it. Expected values are worked
-out by hand from the field's meaning (a Hub repo id is OWNER/NAME, a listed model is in the
-README's CPU model list), not from the validator."""
+out by hand from the field's meaning (a Hub repo id is OWNER/NAME, a listed model is in
+docs/CAPTURE-GUIDE.md's CPU model list), not from the validator."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -58,7 +58,7 @@ def test_good_public_hf_jobs_spec_is_typed():
         ("Qwen/Qwen3-4B-Instruct-2507", "alice/captures", 2, 120.0, 512)
     assert s.instruction == "write solution.py" and s.token == "hf_oauth" and s.sandbox and s.public_app
     assert type(s.task_index) is int and type(s.max_output_tokens) is int
-    for name in ("tiny-qwen3", "smollm2"):  # the README's CPU models
+    for name in ("tiny-qwen3", "smollm2"):  # the CPU models of docs/CAPTURE-GUIDE.md
         assert capture_spec(Settings(), out="o", public=True, **_hf(model=name)).model == name
 
 
