@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark in bench/ once, at sizes that fit this 2-core machine (minutes, not hours).
 # Each prints its ratio against a baseline measured in the same run, absolute figures beside it.
-# BENCH_FULL=1: the README's Speed sizes (690 MB trace, 1 GB parquet; long). Extra args: a subset, e.g.
+# BENCH_FULL=1: the sizes of docs/SPEED.md (690 MB trace, 1 GB parquet; long). Extra args: a subset, e.g.
 #   bash scripts/bench.sh load drift
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 """Screenshot of a rescore in the running app: the SmolLM2 sample in the token view's Δ mode, one
-token hovered, with the rescore panel below (README's rescore picture).
+token hovered, with the rescore panel below (the rescore picture in docs/USING.md).
 
 Usage: .venv/bin/python scripts/screenshot_rescore.py URL OUT.png [model]
 """

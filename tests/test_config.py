@@ -24,6 +24,8 @@ def test_every_setting_is_in_the_settings_page(name, env, default, help):
     rows = re.findall(rf"^\| `{env}` \| ([^|]*) \|", TABLE, re.M)
     assert len(rows) == 1, f"{env} ({name}) is not documented once in docs/SETTINGS.md's table"
     cell = rows[0].strip().strip("`").rstrip("/")
+    shown_help = re.search(rf"^\| `{env}` \| [^|]* \| (.*) \|$", TABLE, re.M).group(1).replace("`", "")
+    assert shown_help == help, f"{env}: the table's text differs from Settings' help (viewer/config.py)"
     assert cell in (_shown(default), "" if default == "" else None), f"{env}: table says {rows[0]!r}, default {default!r}"
 
 

@@ -28,7 +28,7 @@ class Budget:
 
 
 MB = "MB"
-# Each budget once; the README's Resources table and docs/SECURITY.md list these (tests check it).
+# Each budget once; docs/SETTINGS.md's budgets table and docs/SECURITY.md list these (tests check it).
 BUDGETS: tuple[Budget, ...] = (
     Budget("decompressed_mb", MB, 4096, 512,
            "Bytes one open may decompress (zip entries, gzip, parquet row groups), in MB."),

@@ -1,7 +1,7 @@
 """One settings object: every knob of the app and CLI, its default, env override and help.
 
 Read once with :func:`Settings.from_env`. ``tests/test_config.py`` checks that every
-setting is documented in README.md.
+setting is documented, with its default and this help text, in docs/SETTINGS.md.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class Settings:
     max_upload_mb: int = _setting(100, "VIEWER_MAX_UPLOAD_MB",
                                   "Largest upload accepted (per file, zip included), in MB.")
     max_file_mb: int = _setting(150, "VIEWER_MAX_FILE_MB",
-                                "Largest single trace file a reader will parse, in MB.")
+                                "Largest single trace file a reader will parse, in MB (also the zip's total uncompressed size).")
     page_tokens: int = _setting(20000, "VIEWER_PAGE_TOKENS",
                                 "Tokens painted per page in the token view; longer turns are paged.")
     context_tail: int = _setting(512, "VIEWER_CONTEXT_TAIL",
@@ -40,7 +40,7 @@ class Settings:
     low_logprob: float = _setting(LOW_LOGPROB, "VIEWER_LOW_LOGPROB",
                                   "Tokens below this logprob are flagged as low-probability.")
     tokenizer: str = _setting("", "VIEWER_TOKENIZER",
-                              "Tokenizer override: a local directory or a Hub name (Hub only when online).")
+                              "Tokenizer override: qwen3, a local directory, or a Hub name (Hub only when online).")
     hub_cache: str = _setting("", "VIEWER_HUB_CACHE",
                               "Folder where files fetched from the Hub are cached (default: a folder in the system temp dir).")
     ray_num_cpus: int = _setting(2, "VIEWER_RAY_NUM_CPUS",
@@ -140,5 +140,5 @@ class Settings:
 
     @classmethod
     def docs(cls) -> list[tuple[str, str, object, str]]:
-        """(name, env var, default, help) for every setting: README and --help use it."""
+        """(name, env var, default, help) for every setting: docs/SETTINGS.md (checked by tests/test_config.py) and --help use it."""
         return [(f.name, f.metadata["env"], f.default, f.metadata["help"]) for f in fields(cls)]

@@ -1,4 +1,4 @@
-"""Who may start which capture, where: the rules of public hosting (README "Hosting").
+"""Who may start which capture, where: the rules of public hosting (docs/HOSTING.md).
 
 On a public deployment (a Hugging Face Space: ``SPACE_ID`` set, or ``VIEWER_PUBLIC=1``)
 nothing a visitor types may run on the server or make it call an arbitrary address:
