@@ -263,7 +263,8 @@ def _index(text: str | None) -> int | None:
 
 @dataclass(frozen=True)
 class DeepLink:
-    """What a page link asks for, typed; ``ignored`` lists the parameters that were not valid."""
+    """What a page link asks for, typed; ``ignored`` lists the parameters that were not valid
+    (``"what\0why"`` each; :attr:`note` says them to the user)."""
 
     source: str = ""
     row: int | None = None
@@ -278,8 +279,10 @@ class DeepLink:
 
     @property
     def note(self) -> str:
-        return (f"Ignored {', '.join(self.ignored)} in the link: not valid (turn, row: a number; tok: N or N-M; "
-                "mode: a colour mode name).") if self.ignored else ""
+        # one clause per parameter, each saying what it should have been
+        return "; ".join(f"{'Ignored' if i == 0 else 'ignored'} {what} in the link: {why}"
+                         for i, (what, why) in enumerate(w.split("\0") for w in self.ignored)) + "." \
+            if self.ignored else ""
 
 
 def deep_link(query: Mapping[str, Any]) -> DeepLink:
@@ -290,26 +293,26 @@ def deep_link(query: Mapping[str, Any]) -> DeepLink:
     def num(key: str) -> int | None:
         n = _index(q.get(key))
         if q.get(key) and n is None:
-            bad.append(f"{key}={q[key][:40]!r}")
+            bad.append(f"{key}={q[key][:40]!r}\0not a number")
         return n
 
     def src(key: str) -> str:
         v = q.get(key, "").strip()
         if len(v) > MAX_SOURCE or "\x00" in v:
-            bad.append(f"{key}=({len(v):,} characters)")
+            bad.append(f"{key}=({len(v):,} characters)\0too long or not text")
             return ""
         return v
 
     tok = _range(q.get("tok", ""))
     if q.get("tok") and tok is None:
-        bad.append(f"tok={q['tok'][:40]!r}")
+        bad.append(f"tok={q['tok'][:40]!r}\0not N or N-M")
     mode = q.get("mode", "").strip() or "mask"
     if not re.fullmatch(r"[a-z_]{1,32}", mode):
-        bad.append(f"mode={mode[:40]!r}")
+        bad.append(f"mode={mode[:40]!r}\0not a colour mode name")
         mode = "mask"
     job = job_id(q.get("job"))
     if q.get("job") and job is None:
-        bad.append(f"job={q['job'][:40]!r}")
+        bad.append(f"job={q['job'][:40]!r}\0not a job id")
     return DeepLink(source=src("source"), row=num("row"), turn=num("turn"), tok=tok, mode=mode,
                     compare=src("compare"), compare_row=num("compare_row"), job=job,
                     present=q.get("present") == "1", ignored=bad)
