@@ -13,7 +13,7 @@ from ..budgets import limits
 from ..config import Settings
 from ..sources.keep import KEEP
 from ..visitor import deep_link
-from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel
+from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel, signin
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs"]
@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                 capture_tab.build(settings, store, b)
         _present, present_load, present_outputs = presenter.build(settings, store, b)
 
-        def on_load(request: gr.Request, oauth: gr.OAuthToken | None = None):
+        def on_load(request: gr.Request):
             link = deep_link(request.query_params if request is not None else {})  # viewer/visitor.py
             spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.note
             if not spec:
@@ -92,7 +92,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                     else settings.sample
             # hf:// links read as the visitor: their own sign-in token, else anonymously (public mode)
             yield from b.open_staged(spec, index, focus, mode, row, note,  # tokens first, the plots after
-                                     hub_token=getattr(oauth, "token", None))
+                                     hub_token=signin.hub_token(request))
 
         def on_compare_link(key, request: gr.Request):
             """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""

@@ -15,6 +15,7 @@ import gradio as gr
 import pandas as pd
 
 from .. import render
+from . import signin
 from ..budgets import BudgetExceeded
 from ..config import Settings
 from ..row_browser import ROW_COLUMNS, SORT_KEYS, Filters, browse_page
@@ -116,7 +117,7 @@ def build(settings: Settings, store, browse) -> None:
         return [gr.skip(), render.notice_html(message, "error"), gr.skip(), gr.skip()]
 
     def on_open(text, fmt_name, split_name, config_name, agent, model, task, rmin, rmax, sort_by, descending,
-                oauth: gr.OAuthToken | None = None, progress=gr.Progress()):
+                request: gr.Request = None, progress=gr.Progress()):
         text = (text or "").strip()
         if not text:
             return fail("Type a dataset: hf://datasets/OWNER/NAME, or a file or folder inside the data folder.")
@@ -129,7 +130,7 @@ def build(settings: Settings, store, browse) -> None:
         fmt_arg = None if fmt_name in (None, "", "auto") else fmt_name
         progress(0, desc=f"opening {text}")
         try:
-            token = getattr(oauth, "token", None)  # hf:// as the visitor: their sign-in, else anonymous
+            token = signin.hub_token(request)  # hf:// as the visitor: their sign-in, else anonymous
             src = open_dataset(spec, settings, split=(split_name or "").strip() or None,
                                config=(config_name or "").strip() or None, format=fmt_arg,
                                progress=lambda m: progress(None, desc=m), hub_token=token)
