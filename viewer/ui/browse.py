@@ -291,6 +291,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         order = [t.index for t in op.rollout.turns]
         if not order:
             return [gr.skip()] * len(turn_outputs)
+        index = int(index) if isinstance(index, (int, float)) else index  # the number box sends a float
         pos = order.index(index) if index in order else 0
         return turn_values(op, order[max(0, min(len(order) - 1, pos + step))])
 
@@ -317,10 +318,13 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     tok_btn.click(staged(on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
     table.select(staged(on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)
     turn_no.submit(staged(on_select_turn, defer), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
-    prev_btn.click(staged(lambda k, i: on_step(k, i, -1), defer), [key, turn], turn_outputs, api_visibility="private",
-                   **shows)
-    next_btn.click(staged(lambda k, i: on_step(k, i, +1), defer), [key, turn], turn_outputs, api_visibility="private",
-                   **shows)
+    # ← / → step from the turn number shown, not the turn State: a State is stored on the server
+    # when a two-step answer ends, so a second press within the plots' wait read the old turn and
+    # stepped from it (→ then ← landed on turn 0); the number box has the first step's value.
+    prev_btn.click(staged(lambda k, i: on_step(k, i, -1), defer), [key, turn_no], turn_outputs,
+                   api_visibility="private", **shows)
+    next_btn.click(staged(lambda k, i: on_step(k, i, +1), defer), [key, turn_no], turn_outputs,
+                   api_visibility="private", **shows)
     for f in (trained_only, low_only, tool_f):
         f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 

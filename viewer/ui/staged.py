@@ -66,6 +66,10 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S) -> Callable[..., A
             values = resolve(values)  # built meanwhile; only the rest of the wait is slept
             time.sleep(max(0.0, defer_s - (time.monotonic() - t0)))
             if _overtaken(session, ticket):
+                # End on an answer that changes nothing: Gradio's completion message carries the
+                # last value yielded, and the first step's (this turn's tokens) would be drawn again
+                # over the newer event's answer (→ then ← flipped back to the turn left).
+                yield [gr.skip()] * len(values)
                 return
         yield resolve(values)
 
