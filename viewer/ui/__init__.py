@@ -91,8 +91,10 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
             # hf:// links read as the visitor: their own sign-in token, else anonymously (public mode)
-            yield from b.open_staged(spec, index, focus, mode, row, note,  # tokens first, the plots after
-                                     hub_token=signin.hub_token(request))
+            # tokens first, the plots after; the request (last, past deep_link's own parameters) makes
+            # this answer one of the session's staged events, so opening something else before the
+            # plots come drops them instead of drawing the link's rollout back over the new one
+            yield from b.open_staged(spec, index, focus, mode, row, note, signin.hub_token(request), request)
 
         def on_compare_link(key, request: gr.Request):
             """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""
