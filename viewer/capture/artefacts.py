@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.capture import agent as agent_mod
+from viewer.sources.layout import TRACE, TURNS
 
 __all__ = ["derive_turns", "outcome_notes", "write_trace_artefacts", "versions"]
 
@@ -66,14 +67,14 @@ def outcome_notes(summary: dict[str, Any], max_tokens: int) -> list[str]:
 def write_trace_artefacts(out: Path, records: list[dict[str, Any]]) -> dict[str, Any]:
     """trace.json (JSON array of the proxy records) and turns.json; returns summary counts."""
     out = Path(out)
-    (out / "turns.json").unlink(missing_ok=True)
-    (out / "trace.json").write_text(json.dumps(records, ensure_ascii=False))
+    (out / TURNS).unlink(missing_ok=True)
+    (out / TRACE).write_text(json.dumps(records, ensure_ascii=False))
     if not records:
-        (out / "turns.json").write_text("[]")
+        (out / TURNS).write_text("[]")
         return {"agent_turns": 0, "trained_turns": 0, "kept_calls": [], "filtered_calls": [], "tool_counts": {},
                 "output_tokens": 0, "prompt_tokens_last": 0, "derivation_problems": [], "length_stops": []}
     entries, ro, problems = derive_turns(out)
-    (out / "turns.json").write_text(json.dumps(entries))
+    (out / TURNS).write_text(json.dumps(entries))
     tools: dict[str, int] = {}
     for t in ro.turns:
         if t.kind == "agent":

@@ -31,6 +31,7 @@ from typing import Any, Callable
 from viewer.capture.spec import unique_name
 from viewer.sources.layout import CAPTURE_FILES, AGENT_LOG, PROXY_TRACE
 from viewer.tokenizer.bundled import QWEN3_REQUIREMENT
+from viewer.sources.layout import SUMMARY, TRACE
 
 __all__ = ["build_bundle", "job_files", "run_remote", "JOB_SCRIPT", "SPEC_NAME", "RESULT_FILES"]
 
@@ -138,16 +139,16 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
 
     def finish(status: str, error: str | None, extra: dict | None = None) -> dict[str, Any]:
         summ: dict[str, Any] = {}
-        if (out / "summary.json").exists():
+        if (out / SUMMARY).exists():
             try:
-                summ = json.loads((out / "summary.json").read_text())
+                summ = json.loads((out / SUMMARY).read_text())
             except ValueError:
                 summ = {}
         if status != "ok" or not summ:
             summ.update({"status": status, "error": error})
         summ.setdefault("status", status)
         summ.update({"backend": "hf-jobs", "flavor": spec.flavor, "results_repo": spec.results_repo, **(extra or {})})
-        (out / "summary.json").write_text(json.dumps(summ, indent=2, ensure_ascii=False))
+        (out / SUMMARY).write_text(json.dumps(summ, indent=2, ensure_ascii=False))
         return summ
 
     from viewer.visitor import FLAVOR, VisitorError, repo_id
@@ -196,7 +197,7 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
         if stage != "COMPLETED":
             return finish("failed", f"job {job_id} ended with stage {stage}", {"job_id": job_id})
         src = download_results(api, spec.results_repo, run_name, tmp / "dl", log)
-        if not (src / "trace.json").exists():
+        if not (src / TRACE).exists():
             return finish("failed", f"job {job_id} completed but pushed no trace.json to {spec.results_repo}",
                           {"job_id": job_id})
         for f in src.rglob("*"):
@@ -204,7 +205,7 @@ def run_remote(spec, on_event: Callable[[dict[str, Any]], None] | None = None, a
                 dest = out / f.relative_to(src)
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(f, dest)
-        summ = json.loads((out / "summary.json").read_text()) if (out / "summary.json").exists() else {}
+        summ = json.loads((out / SUMMARY).read_text()) if (out / SUMMARY).exists() else {}
         return finish(summ.get("status", "ok"), summ.get("error"), {"job_id": job_id, "run_name": run_name})
     except Exception as e:
         return finish("failed", _redact(f"{type(e).__name__}: {e}", token), {"job_id": job_id})

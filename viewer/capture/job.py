@@ -36,6 +36,7 @@ from viewer.capture.reward import score
 from viewer.capture.spec import CaptureSpec
 from viewer.sources.layout import ARTEFACTS, PROXY_TRACE
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
+from viewer.sources.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
 
 __all__ = ["CaptureSpec", "CaptureJob", "ARTEFACTS", "derive_turns", "outcome_notes", "write_trace_artefacts",
            "run_capture"]
@@ -79,7 +80,7 @@ class CaptureJob:
     def _write_summary(self, summary: dict[str, Any]) -> dict[str, Any]:
         """Write summary.json with every secret redacted; the redacted dict (what the UI shows too)."""
         text = self.redact(json.dumps(summary, indent=2, ensure_ascii=False))
-        (self.out / "summary.json").write_text(text)
+        (self.out / SUMMARY).write_text(text)
         clean = json.loads(text)
         summary.clear()
         summary.update(clean)
@@ -347,9 +348,9 @@ class CaptureJob:
             self._proxy.stop()
 
     def _write_task_files(self, task: Task) -> None:
-        (self.out / "task.json").write_text(json.dumps(task.task_json(), indent=2, ensure_ascii=False))
-        (self.out / "visible_tests.txt").write_text(task.visible_text(), encoding="utf-8")
-        (self.out / "held_out_tests.json").write_text(json.dumps(task.held_out_tests, indent=2, ensure_ascii=False))
+        (self.out / TASK).write_text(json.dumps(task.task_json(), indent=2, ensure_ascii=False))
+        (self.out / VISIBLE_TESTS).write_text(task.visible_text(), encoding="utf-8")
+        (self.out / HELD_OUT_TESTS).write_text(json.dumps(task.held_out_tests, indent=2, ensure_ascii=False))
 
     def _write_artefacts(self, task, agent_res, reward, backend, served, failed_phase, server_log) -> dict[str, Any]:
         s = self.spec
@@ -397,4 +398,3 @@ def run_capture(spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | 
 
         return run_remote(spec, on_event=on_event, cancel=cancel)
     return CaptureJob(spec, on_event).run()
-

@@ -19,6 +19,7 @@ from viewer.config import Settings
 from viewer.rescore.model import TORCH_HINT, RescoreCancelled, TorchMissing, torch_available
 from viewer.rescore.values import RescoreResult, TurnDelta, assemble, context_of, targets
 from viewer.rollout import Rollout
+from viewer.sources.layout import SUMMARY
 
 __all__ = ["rescore", "sampler_temperature", "RescoreResult", "TurnDelta", "TorchMissing", "TORCH_HINT",
            "torch_available", "targets", "context_of"]
@@ -30,7 +31,7 @@ def _summary(rollout: Rollout) -> dict[str, Any]:
     src = Path(str(rollout.source)) if rollout.source and not str(rollout.source).startswith("hf://") else None
     if src is None or not src.exists():
         return {}
-    f = (src if src.is_dir() else src.parent) / "summary.json"
+    f = (src if src.is_dir() else src.parent) / SUMMARY
     try:
         doc = json.loads(f.read_text()) if f.is_file() else {}
     except (OSError, ValueError):

@@ -29,6 +29,7 @@ from viewer.sources.sidefiles import (model_of, read_held_out, read_rollout_resu
                                       read_visible_tests)
 from viewer.sources.turnsfile import merge_turns_file
 from viewer.turns import classify_calls, derive_training
+from viewer.sources.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
 
 __all__ = ["TRACE_NAMES", "TURNS_NAMES", "CaptureFiles", "find_capture_files", "read_capture",
            "is_turns_record", "CaptureUnreadable"]
@@ -66,8 +67,8 @@ def find_capture_files(folder: Path) -> CaptureFiles:
     def one(name: str) -> Path | None:
         return folder / name if (folder / name).is_file() else None
 
-    return CaptureFiles(folder, first(TRACE_NAMES), first(TURNS_NAMES), one("task.json"),
-                        one("visible_tests.txt"), one("held_out_tests.json"), one("summary.json"))
+    return CaptureFiles(folder, first(TRACE_NAMES), first(TURNS_NAMES), one(TASK),
+                        one(VISIBLE_TESTS), one(HELD_OUT_TESTS), one(SUMMARY))
 
 
 def is_turns_record(rec: Any) -> bool:

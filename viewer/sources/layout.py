@@ -13,9 +13,11 @@ __all__ = ["TRACE_NAMES", "TURNS_NAMES", "RECORD_NAMES", "SIDE_NAMES", "CAPTURE_
            "is_capture_dir"]
 
 # Per-call records, first match wins in a folder: the seed layout first, then raw proxy logs.
-TRACE_NAMES = ("trace.json", "trace.jsonl", "proxy_trace.jsonl", "proxy_trace.json")
+TRACE = "trace.json"  # what a capture writes (the first of each list below)
+TURNS = "turns.json"
+TRACE_NAMES = (TRACE, "trace.jsonl", "proxy_trace.jsonl", "proxy_trace.json")
 # Per-turn ids + masks (the trainer's view of each call).
-TURNS_NAMES = ("turns.json", "turns.jsonl")
+TURNS_NAMES = (TURNS, "turns.jsonl")
 # Any of these makes a folder (or an upload, or a Hub folder) a capture.
 RECORD_NAMES = TRACE_NAMES + TURNS_NAMES
 
@@ -31,7 +33,7 @@ PROXY_TRACE = "proxy_trace.jsonl"  # raw proxy records, appended live during a c
 AGENT_LOG = "agent_log.jsonl"  # opencode's own event log
 TOKENIZER_DIR = "tokenizer"  # the tokenizer files a capture ships (sha256s in summary.json)
 # What a capture job writes into its output folder.
-ARTEFACTS = ("trace.json", "turns.json", TASK, VISIBLE_TESTS, HELD_OUT_TESTS, SUMMARY, PROXY_TRACE, AGENT_LOG)
+ARTEFACTS = (TRACE, TURNS, TASK, VISIBLE_TESTS, HELD_OUT_TESTS, SUMMARY, PROXY_TRACE, AGENT_LOG)
 
 
 def is_capture_dir(path: Path) -> bool:

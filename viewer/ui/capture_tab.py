@@ -17,6 +17,7 @@ from ..capture.runner import RUNNER, CaptureBusy
 from ..capture.spec import new_capture_dir
 from ..config import Settings
 from ..visitor import MODELS, VisitorError, capture_spec, deep_link, job_id as valid_job_id
+from ..sources.layout import TRACE
 
 __all__ = ["build", "progress_html"]
 
@@ -132,7 +133,7 @@ def build(settings: Settings, store, browse) -> None:
             return [progress_html(snap, job_id), gr.Timer(active=True)] + skip
         html = progress_html(snap, job_id)
         out = Path(snap["out"])
-        if snap.get("status") == "ok" and (out / "trace.json").exists():
+        if snap.get("status") == "ok" and (out / TRACE).exists():
             try:
                 op = store.open(out)
                 return [html, gr.Timer(active=False)] + list(browse.show_fn(op, None, f"Opened capture {out.name}"))
