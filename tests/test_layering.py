@@ -40,6 +40,76 @@ def test_html_is_built_only_in_render():
     assert offenders == []
 
 
+# The command-line modules another change moves into viewer/cli/ right now; it replaces their
+# literals there. The lead removes this set when that move is merged (issue 20).
+_CLI_BEING_MOVED = {"viewer/cli.py", "viewer/drift_cli.py", "viewer/compare_cli.py", "viewer/capture/cli.py",
+                    "viewer/rescore/cli.py"}
+
+
+def _docstrings(tree) -> set[int]:
+    import ast
+
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
+def capture_name_literals(source: str, names: set[str], folder: str) -> list[tuple[int, str]]:
+    """(line, text) of each string constant in ``source`` that is a capture file name (or a path
+    starting with one), and of the tokenizer folder's name where it is joined into a path
+    (``x / "tokenizer"``; the bare word is also a summary key and an argument name). Docstrings
+    and comments do not count: they may name the files."""
+    import ast
+
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    joined = {id(side) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+              for side in (n.left, n.right)}
+    hits = []
+    for n in ast.walk(tree):
+        if not (isinstance(n, ast.Constant) and isinstance(n.value, str)) or id(n) in docs:
+            continue
+        v = n.value
+        if v in names or any(v.startswith(f"{name}/") for name in names | {folder}) \
+                or (v == folder and id(n) in joined):
+            hits.append((n.lineno, n.col_offset, v))
+    return [(line, v) for line, _, v in sorted(hits)]
+
+
+def _layout_names() -> tuple[set[str], str]:
+    from viewer import layout
+
+    names = set()
+    for k, v in vars(layout).items():
+        if k.isupper() and isinstance(v, str):
+            names.add(v)
+        elif k.isupper() and isinstance(v, tuple):
+            names.update(v)
+    return names - {layout.TOKENIZER_DIR}, layout.TOKENIZER_DIR
+
+
+def test_capture_file_names_are_written_only_in_layout():
+    """viewer/layout.py is the one owner of a capture folder's file names (issue 20): a reader, the
+    capture job, the Hub fetch or a screen that typed "trace.json" itself would drift from it."""
+    names, folder = _layout_names()
+    assert {"trace.json", "summary.json", "task.json", "job_spec.json"} <= names and folder == "tokenizer"
+    offenders = []
+    for p in sorted((REPO / "viewer").rglob("*.py")):
+        rel = p.relative_to(REPO).as_posix()
+        if rel == "viewer/layout.py" or rel in _CLI_BEING_MOVED:
+            continue
+        offenders += [f"{rel}:{line}: {text!r}" for line, text in capture_name_literals(p.read_text(), names, folder)]
+    assert offenders == []
+
+
+def test_capture_name_finder_sees_literals_not_docs():
+    src = ('"""reads trace.json"""\nimport x\n# summary.json\n'
+           'def f(d):\n    """the tokenizer/ folder"""\n    k = {"tokenizer": 1}\n'
+           '    return d / "summary.json", d / "tokenizer", "tokenizer/vocab.json", f"{d}/x"\n')
+    assert capture_name_literals(src, {"summary.json"}, "tokenizer") == [
+        (7, "summary.json"), (7, "tokenizer"), (7, "tokenizer/vocab.json")]
+
+
 def _import_graph() -> dict[str, set[str]]:
     """module -> viewer modules it imports (anywhere in the file, lazy imports included).
     ``from pkg import sub`` is an edge to ``pkg.sub`` only: importing a submodule runs its
@@ -92,6 +162,35 @@ def test_no_import_cycles():
     assert graph["viewer.drift_cli"] and "viewer.tokenizer.choice" in graph  # the walk found the modules
     assert _cycles(graph) == []
 
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph folded to ``viewer.X`` units: a package (``viewer.sources``, ``viewer.tokenizer``)
+    or a top-level module (``viewer.visitor``). Two packages that need each other cannot be
+    understood, tested or moved one without the other, even when no two modules form a cycle."""
+    def unit(m: str) -> str:
+        return ".".join(m.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for m, targets in graph.items():
+        out.setdefault(unit(m), set()).update(unit(n) for n in targets if unit(n) != unit(m))
+    return out
+
+
+def test_no_package_cycles():
+    """No viewer.X package imports another that imports it back (issue 20: tokenizer/choice.py read
+    sources/layout.py while sources/derive.py used the tokenizer; the visitor's capture checks
+    imported capture/ while capture/ imported the visitor)."""
+    pkgs = package_graph(_import_graph())
+    assert {"viewer.sources", "viewer.tokenizer", "viewer.capture", "viewer.layout"} <= set(pkgs)
+    assert _cycles(pkgs) == []
+
+
+def test_package_graph_folds_modules():
+    g = {"viewer.a.x": {"viewer.b.y"}, "viewer.b.y": {"viewer.c"}, "viewer.c": {"viewer.a.z"}, "viewer.a.z": set(),
+         "viewer.b": {"viewer.b.y"}}
+    assert _cycles(g) == []  # no module cycle ...
+    assert _cycles(package_graph(g)) == ["viewer.a -> viewer.b -> viewer.c -> viewer.a"]  # ... but a package one
 
 def test_cycle_finder_reports_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a -> b -> c -> a"]

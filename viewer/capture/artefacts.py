@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.capture import agent as agent_mod
-from viewer.sources.layout import TRACE, TURNS
+from viewer.layout import TRACE, TURNS
 
 __all__ = ["derive_turns", "outcome_notes", "write_trace_artefacts", "versions"]
 

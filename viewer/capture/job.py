@@ -6,7 +6,7 @@ Whatever happens, the ``finally`` path stops opencode, the proxy and any server 
 started, then writes every artefact it can from what was recorded (a failed or cancelled
 capture is still viewable) with a clear ``status``/``error`` in ``summary.json``.
 
-Artefacts in ``out``: :data:`viewer.sources.layout.ARTEFACTS` and ``tokenizer/``.
+Artefacts in ``out``: :data:`viewer.layout.ARTEFACTS` and ``tokenizer/``.
 """
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ from viewer.capture.records import read_records
 from viewer.capture.script import Script
 from viewer.capture.reward import score
 from viewer.capture.spec import CaptureSpec
-from viewer.sources.layout import ARTEFACTS, PROXY_TRACE
+from viewer.layout import AGENT_LOG, ARTEFACTS, PROXY_TRACE, TOKENIZER_DIR
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
-from viewer.sources.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
+from viewer.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
 
 __all__ = ["CaptureSpec", "CaptureJob", "ARTEFACTS", "derive_turns", "outcome_notes", "write_trace_artefacts",
            "run_capture"]
@@ -217,7 +217,7 @@ class CaptureJob:
                 sandbox = self._sandbox_for(workdir, home, tmp)
                 self.log("agent sandboxed (bubblewrap): it sees its work folder and the proxy, nothing else")
             agent_res = agent_mod.run_opencode(
-                task.instruction, workdir, home, self._proxy.url, served, self.out / "agent_log.jsonl",
+                task.instruction, workdir, home, self._proxy.url, served, self.out / AGENT_LOG,
                 tmp / "agent_stderr.txt", timeout_s=s.agent_timeout_s, cancel=self.cancel_event, binary=s.opencode_bin,
                 context=s.context_tokens, output=s.max_output_tokens, steps=s.steps,
                 auto_compaction=s.auto_compaction, title=s.title, sandbox=sandbox)
@@ -314,7 +314,7 @@ class CaptureJob:
             return None
         self._tokenizer = tokfiles.write(self.out, src, where)
         self.log(f"tokenizer from {where} written to tokenizer/ ({len(self._tokenizer['files'])} files)")
-        return self.out / "tokenizer"
+        return self.out / TOKENIZER_DIR
 
     def _tool_tag_bias(self, tok_dir: Path | None, value: float, required: bool) -> dict[str, float]:
         try:

@@ -32,7 +32,7 @@ def _is_data_file(spec: str) -> bool:
 
 
 def _is_capture(p: Path) -> bool:
-    from viewer.sources.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
+    from viewer.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
 
     return is_capture_dir(p)
 
@@ -181,7 +181,7 @@ class _TokenizerCache:
         self._cache: dict[tuple[str | None, str | None], Any] = {}
 
     def __call__(self, r: Rollout):
-        from viewer.sources.layout import TOKENIZER_DIR
+        from viewer.layout import TOKENIZER_DIR
         from viewer.tokenizer import capture_dir_of, tokenizer_for
 
         cap = capture_dir_of(r)

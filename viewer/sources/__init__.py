@@ -22,7 +22,7 @@ from typing import Any, Callable
 from viewer.budgets import BudgetExceeded
 from viewer.config import Settings
 from viewer.rollout import Problem, Rollout
-from viewer.sources.layout import RECORD_NAMES
+from viewer.layout import RECORD_NAMES
 
 __all__ = ["SourceError", "SourceNotFound", "load_source", "open_dataset", "DatasetSource"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from viewer.sources.layout import CAPTURE_FILES, RECORD_NAMES
+from viewer.layout import CAPTURE_FILES, RECORD_NAMES
 from viewer.sources.rowdata import DataFile, data_kind
 
 __all__ = ["HubSpec", "parse_hf", "use_filesystem", "use_factory", "read_token", "reader_tag", "hub_filesystem",

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..sources.layout import SUMMARY, TOKENIZER_DIR
+from ..layout import SUMMARY, TOKENIZER_DIR
 from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
 
-__all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
+__all__ = ["TokenizerSource", "TokenizerChoice", "TOKENIZER_FILES", "tokenizer_name_for", "load_local", "resolve_tokenizer",
            "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
 
 TokenizerSource = Literal["bundled-qwen3", "capture-folder", "local-dir", "hf-cache", "hub", "none"]
@@ -166,8 +166,9 @@ def _public_choice(override: str, root: Path, online: bool, notes: list[str]) ->
 
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
-                    "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json")
+# what makes a tokenizer + chat template whole (a capture ships the present ones: capture/tokfiles.py)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
+                   "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json")
 
 
 def _hub_snapshot(name: str, online: bool) -> Path | None:
@@ -176,7 +177,7 @@ def _hub_snapshot(name: str, online: bool) -> Path | None:
     try:
         from huggingface_hub import snapshot_download
 
-        d = Path(snapshot_download(name, allow_patterns=list(_TOKENIZER_FILES), local_files_only=not online,
+        d = Path(snapshot_download(name, allow_patterns=list(TOKENIZER_FILES), local_files_only=not online,
                                    token=False))
         return d if _is_tokenizer_dir(d) else None
     except Exception:  # not cached / offline / no such repo

@@ -17,7 +17,7 @@ from ..capture.runner import RUNNER, CaptureBusy
 from ..capture.spec import new_capture_dir
 from ..config import Settings
 from ..visitor import MODELS, VisitorError, capture_spec, deep_link, job_id as valid_job_id
-from ..sources.layout import TRACE
+from ..layout import TRACE
 
 __all__ = ["build", "progress_html"]
 
