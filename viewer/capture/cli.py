@@ -64,7 +64,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
     """The CaptureSpec the arguments ask for, through the one validator (viewer.visitor); raises
     VisitorError with a message naming the bad option. The CLI is the owner's: local model folders
     and loopback endpoints are fine (public=False)."""
-    from viewer.visitor import capture_spec
+    from viewer.capture.fields import capture_spec
 
     fields = dict(backend=a.backend, model=a.model, endpoint=a.endpoint,
                   task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index,

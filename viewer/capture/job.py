@@ -173,7 +173,7 @@ class CaptureJob:
             elif s.backend == "endpoint":
                 if not s.endpoint:
                     raise BackendError("--endpoint URL is required with --backend endpoint")
-                backend = Endpoint(s.endpoint, served_name="" if s.model in ("", "tiny-qwen3") else s.model,
+                backend = Endpoint(s.endpoint, served_name="" if s.model in ("", CaptureSpec.model) else s.model,
                                    token=s.token, log=self.log, public=s.public_app)
             else:
                 raise BackendError(f"backend {s.backend!r} runs through viewer.capture.hf_jobs, not CaptureJob")
