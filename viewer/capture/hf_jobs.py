@@ -96,9 +96,9 @@ def download_results(api: Any, repo: str, run_name: str, dest: Path, log: Callab
     Sizes come from the repo's file listing at one commit (the download uses the same commit, so
     they cannot change in between); over the ``hub_mb`` budget nothing is downloaded. Only the
     file names of a capture folder are fetched, whatever else the repo holds."""
-    from viewer.budgets import limits
+    from viewer.config import Settings
 
-    lim = limits()
+    lim = Settings.from_env().limits()
     info = api.repo_info(repo_id=repo, repo_type="dataset")
     rev = getattr(info, "sha", None)
     wanted: list[tuple[str, int]] = []

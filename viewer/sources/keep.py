@@ -21,7 +21,8 @@ import threading
 import time
 from pathlib import Path
 
-from viewer.budgets import Limits, limits
+from viewer.budgets import Limits
+from viewer.config import Settings
 
 __all__ = ["Keep", "KEEP", "folder_bytes"]
 
@@ -98,7 +99,7 @@ class Keep:
     def sweep(self, lim: Limits | None = None, now: float | None = None, *, extra_bytes: int = 0) -> list[Path]:
         """Delete folders unused for ``disk_ttl_s``, then the oldest until all of them (plus
         ``extra_bytes`` about to be written) fit in ``disk_mb``. Returns what was deleted."""
-        lim = lim or limits()
+        lim = lim or Settings.from_env().limits()
         now = time.time() if now is None else now
         with self._lock:
             items = sorted(self._items.items(), key=lambda kv: kv[1][1])  # oldest use first
