@@ -212,3 +212,60 @@ def test_the_ui_never_imports_a_command_line_module():
     assert "viewer.drift_cli" in cli
     bad = sorted(f"{m} -> {n}" for m in graph if m.startswith("viewer.ui") for n in graph[m] if n in cli)
     assert bad == []
+
+
+# Broad handlers that may stay silent, each with its reason (issue 20: none is needed today; a new
+# entry is "path::function": "why nothing can be said or raised there").
+_SILENT_BROAD_EXCEPT_OK: dict[str, str] = {}
+
+
+def silent_broad_handlers(source: str) -> list[tuple[int, str]]:
+    """(line, enclosing function) of each ``except Exception`` / ``except BaseException`` / bare
+    ``except:`` (alone or in a tuple) that neither raises nor uses the error it caught: the error
+    is swallowed without a word. Using it (``f"... {e}"`` into a Problem, a log line, a message,
+    a result field) counts as reporting it."""
+    import ast
+
+    def broad(h: ast.ExceptHandler) -> bool:
+        kinds = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        return h.type is None or any(isinstance(k, ast.Name) and k.id in ("Exception", "BaseException")
+                                     for k in kinds)
+
+    out = []
+
+    def walk(node, func: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func
+            if isinstance(child, ast.ExceptHandler) and broad(child):
+                inner = [n for b in child.body for n in ast.walk(b)]
+                raises = any(isinstance(n, ast.Raise) for n in inner)
+                used = child.name is not None and any(isinstance(n, ast.Name) and n.id == child.name for n in inner)
+                if not (raises or used):
+                    out.append((child.lineno, func))
+            walk(child, name)
+
+    walk(ast.parse(source), "<module>")
+    return out
+
+
+def test_no_broad_except_swallows_silently():
+    """A broad handler re-raises, or says what it caught (a Problem, a log line, a message), or is
+    listed above with its reason: an error swallowed in silence is a wrong answer nobody can explain."""
+    offenders = []
+    for p in sorted((REPO / "viewer").rglob("*.py")):
+        rel = p.relative_to(REPO).as_posix()
+        for line, func in silent_broad_handlers(p.read_text()):
+            if f"{rel}::{func}" not in _SILENT_BROAD_EXCEPT_OK:
+                offenders.append(f"{rel}:{line} ({func})")
+    assert offenders == []
+    stale = [k for k in _SILENT_BROAD_EXCEPT_OK if not (REPO / k.split("::")[0]).exists()]
+    assert stale == []
+
+
+def test_silent_handler_finder():
+    src = ("def a():\n    try:\n        f()\n    except Exception:\n        pass\n"
+           "def b():\n    try:\n        f()\n    except Exception as e:\n        log(e)\n"
+           "def c():\n    try:\n        f()\n    except:\n        raise\n"
+           "def d():\n    try:\n        f()\n    except (ValueError, BaseException) as e:\n        return None\n"
+           "def e():\n    try:\n        f()\n    except ValueError:\n        pass\n")
+    assert silent_broad_handlers(src) == [(4, "a"), (19, "d")]

@@ -11,6 +11,7 @@ Artefacts in ``out``: :data:`viewer.layout.ARTEFACTS` and ``tokenizer/``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -34,10 +35,10 @@ from viewer.capture.records import read_records
 from viewer.capture.script import Script
 from viewer.capture.reward import score
 from viewer.capture.spec import CaptureSpec
-from viewer.layout import AGENT_LOG, ARTEFACTS, PROXY_TRACE, TOKENIZER_DIR
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
-from viewer.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
+from viewer.layout import AGENT_LOG, ARTEFACTS, HELD_OUT_TESTS, PROXY_TRACE, SUMMARY, TASK, TOKENIZER_DIR, VISIBLE_TESTS
 
+_LOG = logging.getLogger(__name__)
 __all__ = ["CaptureSpec", "CaptureJob", "ARTEFACTS", "derive_turns", "outcome_notes", "write_trace_artefacts",
            "run_capture"]
 
@@ -94,8 +95,8 @@ class CaptureJob:
         if self.on_event is not None:
             try:
                 self.on_event(ev)
-            except Exception:
-                pass
+            except Exception as e:  # a watcher's bug must not stop the capture; it is logged, not lost
+                _LOG.warning("capture %s: event callback failed: %s: %s", self.out.name, type(e).__name__, e)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -391,8 +392,7 @@ class CaptureJob:
 
 def run_capture(spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | None = None,
                 cancel: threading.Event | None = None) -> dict[str, Any]:
-    """Run one hf-jobs capture in this thread (:mod:`viewer.capture.hf_jobs`; ``cancel`` reaches
-    the remote job), or one local/endpoint capture."""
+    """One hf-jobs capture in this thread (viewer.capture.hf_jobs; ``cancel`` reaches it), or a local/endpoint one."""
     if spec.backend == "hf-jobs":
         from viewer.capture.hf_jobs import run_remote
 

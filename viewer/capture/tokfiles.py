@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.layout import TOKENIZER_DIR
-from viewer.tokenizer.choice import TOKENIZER_FILES, sha256_file, verify_capture_tokenizer
+from viewer.tokenizer.choice import TOKENIZER_FILES, hub_lookup_errors, sha256_file, verify_capture_tokenizer
 
 __all__ = ["locate", "write", "verify", "tool_tag_bias"]
 
@@ -42,7 +42,7 @@ def _hub_dir(name: str, online: bool) -> Path | None:
         token = False if Settings.from_env().public_mode() else None
         d = snapshot_download(name, allow_patterns=list(TOKENIZER_FILES), local_files_only=not online, token=token)
         return Path(d) if _is_dir(Path(d)) else None
-    except Exception:  # not cached / offline / no such repo: the caller tries the next source
+    except hub_lookup_errors():  # not cached / offline / no such repo: the caller tries the next source
         return None
 
 

@@ -14,6 +14,7 @@ start so a restart does not leak them. Pure Python: no gradio.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -23,6 +24,8 @@ from pathlib import Path
 
 from viewer.budgets import Limits
 from viewer.config import Settings
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["Keep", "KEEP", "folder_bytes"]
 
@@ -152,8 +155,8 @@ class Keep:
         while not self._stop.wait(interval_s):
             try:
                 self.sweep()
-            except Exception:  # a sweep must never end the thread: the next one tries again
-                pass
+            except Exception as e:  # a sweep must never end the thread: the next one tries again
+                _LOG.warning("disk sweep failed (next one in %.0f s): %s: %s", interval_s, type(e).__name__, e)
 
 
 KEEP = Keep()

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from ..layout import SUMMARY, TOKENIZER_DIR
 from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
 
-__all__ = ["TokenizerSource", "TokenizerChoice", "TOKENIZER_FILES", "tokenizer_name_for", "load_local", "resolve_tokenizer",
+__all__ = ["TokenizerSource", "TokenizerChoice", "TOKENIZER_FILES", "hub_lookup_errors", "tokenizer_name_for", "load_local", "resolve_tokenizer",
            "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
 
 TokenizerSource = Literal["bundled-qwen3", "capture-folder", "local-dir", "hf-cache", "hub", "none"]
@@ -95,13 +95,22 @@ def _load_hub(name: str, local_only: bool):
         return AutoTokenizer.from_pretrained(name, local_files_only=local_only)
 
 
+def hub_lookup_errors() -> tuple[type[Exception], ...]:
+    """What a Hub lookup raises when a repo's files are not there for us: not cached, offline, gated or
+    missing (OSError: huggingface_hub's HTTP and cache errors are OSErrors), not a repo id
+    (ValueError), no such file (EntryNotFoundError). Anything else is a bug and is not caught."""
+    from huggingface_hub.errors import EntryNotFoundError
+
+    return (OSError, ValueError, EntryNotFoundError)
+
+
 def _cached_file(name: str) -> str | None:
     """Path of ``name``'s tokenizer.json in the local Hugging Face cache, or None (offline lookup)."""
     try:
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(name, "tokenizer.json")
-    except Exception:  # not a valid repo id: it cannot be cached either
+    except hub_lookup_errors():  # not a valid repo id: it cannot be cached either
         return None
     return hit if isinstance(hit, str) else None
 
@@ -180,7 +189,7 @@ def _hub_snapshot(name: str, online: bool) -> Path | None:
         d = Path(snapshot_download(name, allow_patterns=list(TOKENIZER_FILES), local_files_only=not online,
                                    token=False))
         return d if _is_tokenizer_dir(d) else None
-    except Exception:  # not cached / offline / no such repo
+    except hub_lookup_errors():  # not cached / offline / no such repo
         return None
 
 
