@@ -118,9 +118,7 @@ def build(settings: Settings, store, browse) -> None:
         turn_box = gr.Number(label="turn", precision=0, elem_id="drift-turn", min_width=80, scale=1)
         refresh = gr.Button("Refresh", size="sm", elem_id="drift-refresh", min_width=80, scale=1)
         repro_btn = gr.Button("Export repro JSON", size="sm", elem_id="drift-repro-btn", min_width=120, scale=1)
-        gr.HTML('<div class="ri-note">Follows the turn selected under Tokens. Repro: one small JSON per drift case '
-                "(ids around the break, text, tokenizer, chat-template hash, cause) to attach to a bug report.</div>",
-                scale=4)
+        gr.HTML(render.drift_note_html(), scale=4)
     repro_files = gr.File(label="Repro files: one JSON per drift case", file_count="multiple",
                           interactive=False, elem_id="drift-repro", height=90)
     drift_view = gr.HTML(render.drift_empty_html("Open a rollout and pick a turn: its drift shows here."),
