@@ -144,9 +144,8 @@ class TurnPanel:
         if row is None:  # default: the row holding this turn's output
             row = next((r for _, r in rows if any(s.turn == rep.turn.index for s in r.spans)), rows[0][1])
             label = next(lab for lab, r in rows if r is row)
-        s = self.settings
-        return render.row_view_payload(row, op.table, turn=rep.turn.index, label=label, low=s.low_logprob,
-                                       context_tail=s.context_tail, page_tokens=s.page_tokens)
+        return render.row_view_payload(row, op.table, turn=rep.turn.index, label=label,
+                                       view=render.ViewOptions.from_settings(self.settings))
 
     def show(self, key: str | None, index, trainer: str | None = AUTO, train_turns: str | None = "tool-calls") -> list:
         """[turn box, drift HTML, row picker, row token view] for turn ``index`` of rollout ``key``."""
