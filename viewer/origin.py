@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, get_args
 
 __all__ = ["MaskSource", "KindSource", "LogprobsFrom", "TokenView", "MatchedBy", "RenderPart", "MASK_SOURCES",
-           "KIND_SOURCES", "TOKEN_VIEWS", "RenderDiff", "DerivedCheck", "TurnOrigin", "RolloutOrigin"]
+           "KIND_SOURCES", "TOKEN_VIEWS", "RenderDiff", "DerivedCheck", "TurnOrigin", "RolloutOrigin", "NO_ORIGIN"]
 
 # Who decided a turn's loss mask: record (the trace record's mask), turns_file (turns.json's mask
 # or trained flag), absent_from_turns_file (the trace has the call, turns.json does not list it:
@@ -188,3 +188,6 @@ def _describe(want: Any) -> str:
         return "None"
     name = getattr(want, "__name__", str(want))
     return f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
+
+
+NO_ORIGIN = TurnOrigin()  # the default of every Turn: nothing recorded yet (made once the checks exist)
