@@ -2,10 +2,14 @@
 string-keyed ``.meta`` bag is left in the code (it held ~25 keys nobody could look up)."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 
 import pytest
 
 from viewer.origin import DerivedCheck, RenderDiff, RolloutOrigin, TurnOrigin
+
+VIEWER = Path(__file__).resolve().parent.parent / "viewer"
 
 
 @pytest.mark.parametrize("cls,kw,err,words", [
@@ -49,3 +53,32 @@ def test_every_closed_value_is_accepted():
     d = DerivedCheck(True, None, False, RenderDiff("reply", 4, "<think>", "x"))
     assert TurnOrigin(derived=d).derived.later_render_differs_at.position == 4
 
+
+def meta_bag_uses(source: str, name: str = "<src>") -> list[str]:
+    """Places reading or writing a string-keyed ``meta`` dict: ``x.meta["k"]``, ``x.meta.get(...)``
+    (or setdefault / update / pop), and ``meta=`` passed to a constructor or ``replace``."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "meta"
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+            out.append(f"{name}:{node.lineno}: .meta[{node.slice.value!r}]")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "setdefault", "update", "pop")
+              and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "meta"):
+            out.append(f"{name}:{node.lineno}: .meta.{node.func.attr}(...)")
+        elif isinstance(node, ast.Call) and any(k.arg == "meta" for k in node.keywords):
+            out.append(f"{name}:{node.lineno}: meta=...")
+    return out
+
+
+def test_the_finder_sees_every_shape_of_a_meta_bag():
+    src = ("t.meta['mask_source'] = 'rule'\nx = ro.meta.get('tokenizer')\nt.meta.update(a=1)\n"
+           "a.meta.setdefault('derived', {})\nTurn(index=0, call=1, meta={})\nok = t.origin.mask_source\n")
+    assert [u.split(": ", 1)[1] for u in meta_bag_uses(src)] == [
+        ".meta['mask_source']", ".meta.get(...)", ".meta.update(...)", ".meta.setdefault(...)", "meta=..."]
+
+
+def test_no_string_keyed_meta_is_left_in_the_code():
+    files = sorted(VIEWER.rglob("*.py")) + [VIEWER.parent / "app.py"]
+    found = [u for f in files for u in meta_bag_uses(f.read_text(), str(f.relative_to(VIEWER.parent)))]
+    assert found == [], "provenance is typed (viewer/origin.py), not a dict:\n" + "\n".join(found)
