@@ -37,7 +37,7 @@ def tokenizer_name(model: str | None) -> str | None:
 
 def summary_of(ro: Rollout) -> dict[str, Any]:
     """The summary document: the keys in SUMMARY_KEYS plus source and problems."""
-    tok = ro.meta.get("tokenizer") or tokenizer_name(ro.model)
+    tok = ro.origin.tokenizer or tokenizer_name(ro.model)
     src = Path(ro.source)
     folder = src if src.is_dir() else src.parent
     if not tok and (folder / "tokenizer" / "tokenizer.json").exists():

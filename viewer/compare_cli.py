@@ -28,9 +28,9 @@ def side_tokenizer(ro: Rollout, override: str | None, settings: Settings):
     cap = None
     if src is not None and src.exists():
         cap = src if src.is_dir() else src.parent
-    elif ro.meta.get("fetched_to"):
-        cap = Path(ro.meta["fetched_to"])
-    return resolve_tokenizer(ro.model, override or settings.tokenizer or ro.meta.get("tokenizer") or None,
+    elif ro.origin.fetched_to:
+        cap = Path(ro.origin.fetched_to)
+    return resolve_tokenizer(ro.model, override or settings.tokenizer or ro.origin.tokenizer or None,
                              capture_dir=cap)
 
 

@@ -176,9 +176,11 @@ class DatasetSource:
                             limits=self.settings.limits())
         except BudgetExceeded as e:
             raise SourceError(f"{self.label}: row {chosen}: {e}") from None
-        ro.meta.update(dataset=self.label, row=chosen, alternatives=self.alternatives)
+        note = None
         if row is None and (self.dataset.known_rows() or 0) > 1:
-            ro.meta["row_note"] = f"row {chosen} of a dataset of many rows (choose one with --row)"
+            note = f"row {chosen} of a dataset of many rows (choose one with --row)"
+        ro.origin = ro.origin.replace(dataset=self.label, row=chosen, alternatives=tuple(self.alternatives),
+                                      row_note=note)
         if self.format.dedupe is not None:
             self._dedupe_note(ro, value, chosen)
         return ro
@@ -341,6 +343,6 @@ def load_source(path: str | Path, settings: Settings | None = None, *, split: st
         except OSError as e:
             raise SourceError(f"{text}: {e.strerror or e}") from None
         if text.startswith("hf://"):
-            ro.meta["fetched_to"] = str(src.capture)
+            ro.origin = ro.origin.replace(fetched_to=str(src.capture))
         return ro
     return src.rollout(row)
