@@ -144,3 +144,13 @@ def test_a_row_value_of_the_wrong_type_is_a_warning_not_a_crash(realdata, tmp_pa
     ro = open_dataset(write_jsonl([h], tmp_path / "h.jsonl")).rollout(0)
     assert ro.origin.agent is None and len(ro.turns) == 1
     assert any(p.where == "agent" and "expected the agent's name, got dict" in p.message for p in ro.problems)
+
+
+def test_a_row_key_of_a_list_type_lists_its_row_alone(realdata, tmp_path):
+    # the newest-row-per-session scan keyed a dict by session_id: a list there crashed the whole listing
+    rows = opencode_rows()
+    odd = dict(rows[2], session_id=["ses_a", "ses_b"])
+    src = open_dataset(write_jsonl([rows[0], rows[1], odd], tmp_path / "odd.jsonl"))
+    assert src.visible_rows() in (None, [0, 1, 2])
+    ro = src.rollout(2)
+    assert len(ro.turns) == 3 and ro.origin.session_id is None

@@ -75,6 +75,12 @@ def _capture_like(first: Any) -> bool:
     return False
 
 
+def _dedupe_key(value: dict[str, Any], key: str, row: int) -> Any:
+    """The row's dedupe key; a missing or unhashable one (a list or dict in an odd export) keys the row alone."""
+    k = value.get(key)
+    return k if isinstance(k, (str, int, float)) else f"#row{row}"
+
+
 @dataclass
 class DatasetSource:
     """An opened dataset: either a capture (``capture`` path) or rows (``dataset``) in one format."""
@@ -108,7 +114,7 @@ class DatasetSource:
                                                          lim.public)))
                 if not isinstance(v, dict):
                     continue
-                k = v.get(key, f"#row{r}")
+                k = _dedupe_key(v, key, r)
                 b = v.get(ver)
                 bn = version_key(b)
                 if k not in best:
@@ -188,7 +194,7 @@ class DatasetSource:
     def _dedupe_note(self, ro: Rollout, value: dict[str, Any], row: int) -> None:
         key, ver = self.format.dedupe
         state = self.versions()
-        k = value.get(key)
+        k = _dedupe_key(value, key, row)
         rows = state["every"].get(k, [])
         if len(rows) < 2:
             return
