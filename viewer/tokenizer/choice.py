@@ -1,9 +1,9 @@
 """Choosing the tokenizer a rollout is shown and checked with (one owner: :func:`tokenizer_for`).
 
-Override (the user's, else the ``VIEWER_TOKENIZER`` setting) → the tokenizer a capture folder
-ships (sha256s checked against ``summary.json``) → the model id mapped to a tokenizer we can
-load offline → none (the viewer then shows ids and the bytes recorded in logprobs). Nothing
-here touches the network unless ``online=True``.
+Override (the user's) → the tokenizer a derived token view was made with → the ``VIEWER_TOKENIZER``
+setting → the tokenizer a capture folder ships (sha256s checked against the capture's summary) → the
+model id mapped to a tokenizer we can load offline → none (the viewer then shows ids and the bytes
+recorded in logprobs). Nothing here touches the network unless ``online=True``.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from ..sources.layout import SUMMARY, TOKENIZER_DIR
 from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
 
 __all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
-           "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
+           "tokenizer_for", "capture_dir_of", "derived_with", "verify_capture_tokenizer", "sha256_file"]
 
 TokenizerSource = Literal["bundled-qwen3", "capture-folder", "local-dir", "hf-cache", "hub", "none"]
 
@@ -274,22 +274,42 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
 
 
 def capture_dir_of(rollout: Any) -> Path | None:
-    """The local folder a rollout was read from (a file's parent), or None (Hub, in memory)."""
+    """The local folder a rollout was read from (a file's parent; a Hub capture's download folder),
+    or None (a Hub row, in memory)."""
     src = str(getattr(rollout, "source", "") or "")
-    if not src or src.startswith("hf://"):
+    if not src:
         return None
+    if src.startswith("hf://"):
+        fetched = (getattr(rollout, "meta", None) or {}).get("fetched_to")
+        return Path(fetched) if fetched and Path(fetched).is_dir() else None
     p = Path(src)
     if not p.exists():
         return None
     return p if p.is_dir() else p.parent
 
 
+def derived_with(rollout: Any) -> str | None:
+    """The tokenizer a rollout's token view was derived with (rows without token ids: their ids
+    come from it, :func:`viewer.sources.derive.to_rollout`), or None."""
+    return (getattr(rollout, "meta", None) or {}).get("tokenizer") or None
+
+
 def tokenizer_for(rollout: Any, settings: Any = None, override: str | None = None, *,
                   capture_dir: Path | None = None, online: bool = False) -> TokenizerChoice:
-    """The one place a rollout's tokenizer is chosen: the explicit ``override``, else the
-    ``tokenizer`` setting, else the capture folder's own (``capture_dir``, by default the
-    folder the rollout was read from), else its model's. See :func:`resolve_tokenizer`."""
-    chosen = (override or "").strip() or (getattr(settings, "tokenizer", "") or "").strip() or None
+    """The one place a rollout's tokenizer is chosen (the app, every CLI subcommand, the capture
+    job). First that applies (docs/CLI.md, "Which tokenizer"):
+
+    1. the explicit ``override`` (``--tokenizer``, the app's Tokenizer box);
+    2. the tokenizer the token view was derived with (a row without ids: its ids are that tokenizer's);
+    3. the ``tokenizer`` setting (``VIEWER_TOKENIZER``);
+    4. the capture folder's own ``tokenizer/`` (``capture_dir``, by default the folder the rollout
+       was read from);
+    5. the model's tokenizer (:func:`tokenizer_name_for`), else none.
+
+    An override that cannot be loaded falls back to 4-5 and the message says why
+    (:func:`resolve_tokenizer`)."""
+    chosen = ((override or "").strip() or derived_with(rollout)
+              or (getattr(settings, "tokenizer", "") or "").strip() or None)
     folder = capture_dir if capture_dir is not None else capture_dir_of(rollout)
     public = settings.public_mode() if hasattr(settings, "public_mode") else None
     return resolve_tokenizer(getattr(rollout, "model", None), chosen, capture_dir=folder, online=online,
