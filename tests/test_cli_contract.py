@@ -82,10 +82,13 @@ def test_usage_errors_exit_2(capsys, command):
     assert e.value.code == 2 and err.startswith("usage: ") and f"python -m viewer {command}: error: " in err
 
 
-@pytest.mark.parametrize("command", ["summary", "compare"])
-def test_over_a_budget_exits_3(monkeypatch, capsys, command):
+@pytest.mark.parametrize("argv", [["summary", SAMPLE], ["compare", SAMPLE, SAMPLE],
+                                  ["rescore", SAMPLE, "--model", "tiny-qwen3"]], ids=lambda a: a[0])
+def test_over_a_budget_exits_3(monkeypatch, capsys, argv):
+    if argv[0] == "rescore":
+        pytest.importorskip("torch")  # without it rescore exits 4 first (test_rescore.py)
     monkeypatch.setenv("VIEWER_BUDGET_TURNS", "1")  # the sample's trace holds 3 agent turns (+ a title call)
-    code, out, err = _call(capsys, [command, SAMPLE] + ([SAMPLE] if command == "compare" else []))
+    code, out, err = _call(capsys, argv)
     assert (code, out) == (3, "")
     assert err.startswith("error: ") and "over the 1 turns budget" in err and "VIEWER_BUDGET_TURNS" in err
 
@@ -202,3 +205,20 @@ def test_setting_options_take_their_help_from_settings_docs(capsys):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         assert "".join(text.split()) in "".join(capsys.readouterr().out.split()), (command, flag)
+
+
+def test_summary_fail_on_findings(tmp_path, capsys):
+    """A trace whose call 2 has fewer logprobs than tokens: a problem of severity error, so exit 1
+    with --fail-on-findings (the document is still printed), 0 without."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_fixtures", REPO / "tests" / "data" / "make_fixtures.py")
+    fx = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fx)
+    recs = fx.openenv_records()
+    recs[1]["per_token_logps"] = recs[1]["per_token_logps"][:2]
+    (tmp_path / "trace.json").write_text(json.dumps(recs))
+    code, out, _ = _call(capsys, ["summary", tmp_path, "--json", "--fail-on-findings"])
+    assert code == 1 and [p["severity"] for p in json.loads(out)["problems"]] == ["error"]
+    assert _call(capsys, ["summary", tmp_path, "--json"])[0] == 0
+    assert _call(capsys, ["summary", SAMPLE, "--json", "--fail-on-findings"])[0] == 0  # no problem: no finding
