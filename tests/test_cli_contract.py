@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from requires import need
 from viewer.cli import build_parser, main
 from viewer.cli.common import EXIT_CODES, SETTING_OPTIONS, run
 from viewer.config import SAMPLE_DIR, Settings
@@ -86,7 +87,10 @@ def test_usage_errors_exit_2(capsys, command):
                                   ["rescore", SAMPLE, "--model", "tiny-qwen3"]], ids=lambda a: a[0])
 def test_over_a_budget_exits_3(monkeypatch, capsys, argv):
     if argv[0] == "rescore":
-        pytest.importorskip("torch")  # without it rescore exits 4 first (test_rescore.py)
+        from viewer.rescore import torch_available
+
+        if not torch_available():  # without it rescore exits 4 first (test_rescore.py)
+            need("torch", "requirements-rescore.txt, installed by scripts/setup.sh")
     monkeypatch.setenv("VIEWER_BUDGET_TURNS", "1")  # the sample's trace holds 3 agent turns (+ a title call)
     code, out, err = _call(capsys, argv)
     assert (code, out) == (3, "")
