@@ -280,7 +280,7 @@ def capture_dir_of(rollout: Any) -> Path | None:
     if not src:
         return None
     if src.startswith("hf://"):
-        fetched = (getattr(rollout, "meta", None) or {}).get("fetched_to")
+        fetched = _provenance(rollout, "fetched_to")
         return Path(fetched) if fetched and Path(fetched).is_dir() else None
     p = Path(src)
     if not p.exists():
@@ -288,10 +288,19 @@ def capture_dir_of(rollout: Any) -> Path | None:
     return p if p.is_dir() else p.parent
 
 
+def _provenance(rollout: Any, name: str) -> Any:
+    """A reader's note on ``rollout``: the typed ``origin.<name>`` where rollouts carry one, else
+    ``meta[name]`` (Rollout.meta is being replaced by typed fields; this reads either)."""
+    origin = getattr(rollout, "origin", None)
+    if origin is not None:
+        return getattr(origin, name, None)
+    return (getattr(rollout, "meta", None) or {}).get(name)
+
+
 def derived_with(rollout: Any) -> str | None:
     """The tokenizer a rollout's token view was derived with (rows without token ids: their ids
     come from it, :func:`viewer.sources.derive.to_rollout`), or None."""
-    return (getattr(rollout, "meta", None) or {}).get("tokenizer") or None
+    return _provenance(rollout, "tokenizer") or None
 
 
 def tokenizer_for(rollout: Any, settings: Any = None, override: str | None = None, *,
