@@ -226,3 +226,16 @@ def test_summary_fail_on_findings(tmp_path, capsys):
     assert code == 1 and [p["severity"] for p in json.loads(out)["problems"]] == ["error"]
     assert _call(capsys, ["summary", tmp_path, "--json"])[0] == 0
     assert _call(capsys, ["summary", SAMPLE, "--json", "--fail-on-findings"])[0] == 0  # no problem: no finding
+
+
+def test_summary_names_the_tokenizer_without_loading_it():
+    """``summary`` only names the tokenizer (tokenizer_for(load=False)): loading it imports
+    transformers and torch, seconds for a command that otherwise takes a fraction of one."""
+    import subprocess
+    import sys
+
+    code = ("import sys, json, io, contextlib\nfrom viewer.cli import main\nbuf = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(buf): rc = main(['summary', {str(SAMPLE)!r}, '--json'])\n"
+            "print(rc, json.loads(buf.getvalue())['tokenizer'], 'transformers' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.stdout.split() == ["0", "qwen3", "False"], r.stderr

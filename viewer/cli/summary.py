@@ -21,7 +21,7 @@ def summary_of(ro: Rollout, settings: Settings, override: str | None = None) -> 
     tokenizer is the one the app shows the rollout with (:func:`viewer.tokenizer.tokenizer_for`)."""
     from viewer.tokenizer import tokenizer_for
 
-    choice = tokenizer_for(ro, settings, override)
+    choice = tokenizer_for(ro, settings, override, load=False)  # named, not used: no seconds-long load
     doc: dict[str, Any] = {"source": ro.source, "format": ro.format, "model": ro.model, "tokenizer": choice.name,
                            "tokenizer_source": choice.source}
     doc.update(ro.stats())
