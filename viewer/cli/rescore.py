@@ -60,7 +60,7 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
     ro = load_source(args.source, settings)
     spec = choose_spec(ro, args.trainer, args.train_turns, args.fork_threshold)
     # the tokenizer the app reads this rollout with; only trl-message re-renders prompts through it
-    choice = tokenizer_for(ro, settings, args.tokenizer)
+    choice = tokenizer_for(ro, settings, args.tokenizer, load=spec.mode == "trl-message")
     try:
         res = rescore(ro, args.model, settings, spec=spec, tok=choice.tokenizer if spec.mode == "trl-message" else None,
                       device=args.device, dtype=args.dtype, temperature=args.temperature)
