@@ -179,7 +179,7 @@ def build(settings: Settings, store, browse) -> None:
             return skip + [render.notice_html(f"Could not open row {row}: {type(e).__name__}: {e}", "error")]
         capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
         n = int(row)
-        op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.origin.tokenizer or "",
+        op = store.put(ro, capture_dir=capture_dir,
                        link=dataset_link(src.label, n, settings) if not src.is_capture else "",
                        reload=lambda: src.rollout(n))
         view = ro.origin.token_view or ("exact" if src.is_capture else "")
