@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.layout import TOKENIZER_DIR
-from viewer.tokenizer.choice import TOKENIZER_FILES, hub_lookup_errors, sha256_file, verify_capture_tokenizer
+from viewer.tokenizer.files import TOKENIZER_FILES, hub_lookup_errors, sha256_file, verify_capture_tokenizer
 
 __all__ = ["locate", "write", "verify", "tool_tag_bias"]
 

@@ -174,19 +174,19 @@ def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
 
 
 class _TokenizerCache:
-    """One tokenizer per (model, capture tokenizer folder), resolved once per scan."""
+    """One tokenizer per (model, capture tokenizer folder, derived view's tokenizer), resolved once per scan."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._cache: dict[tuple[str | None, str | None], Any] = {}
+        self._cache: dict[tuple[str | None, str | None, str | None], Any] = {}
 
     def __call__(self, r: Rollout):
         from viewer.layout import TOKENIZER_DIR
-        from viewer.tokenizer import capture_dir_of, tokenizer_for
+        from viewer.tokenizer import capture_dir_of, derived_with, tokenizer_for
 
         cap = capture_dir_of(r)
         own = cap / TOKENIZER_DIR if cap is not None and (cap / TOKENIZER_DIR / "tokenizer.json").is_file() else None
-        key = (r.model, str(own) if own else None)
+        key = (r.model, str(own) if own else None, derived_with(r))
         if key not in self._cache:
             self._cache[key] = tokenizer_for(r, self.settings, capture_dir=cap)
         return self._cache[key]

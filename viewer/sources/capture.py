@@ -156,8 +156,8 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
     if files.summary:
         read_summary(files.summary, ro, ctx, max_mb)
     ro.problems = ctx.problems
-    ro.meta["files"] = [p.name for p in (files.trace, files.turns, files.task, files.visible_tests,
-                                         files.held_out_tests, files.summary) if p is not None]
+    read = (files.trace, files.turns, files.task, files.visible_tests, files.held_out_tests, files.summary)
+    ro.origin = ro.origin.replace(files=tuple(p.name for p in read if p is not None))
     return ro
 
 

@@ -49,10 +49,7 @@ def build(settings: Settings, store, browse) -> None:
 
     with gr.Accordion("Trainer-side logprobs (rescore with the trainer's forward pass)", open=False,
                       elem_id="rescore-panel"):
-        gr.HTML('<div class="ri-note">Runs the model over the exact rows the trainer feeds (Drift tab → trainer rows) '
-                "and compares each trained token's logprob with the sampler's: Δ = trainer − sampler, "
-                "ratio = exp(Δ). The token view then has a <b>delta</b> colour mode; tokens whose context the trainer "
-                "changed (a re-rendered prompt, REALIGN) are underlined, so drift is told apart from numerics.</div>")
+        gr.HTML(render.rescore_note_html())
         with gr.Row(equal_height=True):
             model = gr.Dropdown(MODELS, value=ROLLOUT_MODEL, allow_custom_value=True, elem_id="rescore-model",
                                 label=f"Model ({' / '.join(CAPTURE_MODELS)}, a folder or a Hub name)", scale=3)

@@ -145,15 +145,13 @@ class RolloutStore:
                     tokenizer_override: str = "", path: Path | None = None) -> Opened:
         """A rollout that is not a plain path but is the same for everyone who names it the
         same way (a dataset row: ``ident`` = source, row, file stamp). ``read`` returns the
-        rollout and its capture folder (or None); without an override its ``meta["tokenizer"]``
-        picks the tokenizer."""
+        rollout and its capture folder (or None); the tokenizer is :func:`tokenizer_for`'s choice."""
         key = hashlib.sha1(f"shared|{ident}|{tokenizer_override}".encode()).hexdigest()[:16]
 
         def make() -> Opened:
             rollout, capture_dir = read()
             path = Path(capture_dir) if capture_dir else Path(rollout.source)
-            op = self._with_tokenizer(key, rollout, path, capture_dir,
-                                      tokenizer_override or rollout.meta.get("tokenizer") or "")
+            op = self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override)
             return replace(op, link=link)
 
         make = self._heavy(path, make)
