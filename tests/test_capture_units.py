@@ -362,7 +362,7 @@ def test_the_capture_form_builds_its_spec_from_the_settings():
     assert other.agent_timeout_s == 12.0
 
 
-def test_one_model_list_for_the_form_validation_and_rescore():
+def test_one_model_list_for_the_form_validation_and_rescore(capsys):
     from viewer.capture.fields import capture_spec
     from viewer.capture.models import MODELS
     from viewer.config import Settings
@@ -374,6 +374,16 @@ def test_one_model_list_for_the_form_validation_and_rescore():
     assert [c[1] if isinstance(c, tuple) else c for c in form["capture-model"].choices] == list(MODELS)
     assert rescore_panel.MODELS[1:] == list(MODELS)
     assert Settings().capture_model in MODELS
+    # config.py cannot import capture/ (capture reads config): its help names the models, checked here
+    help_text = next(h for name, _, _, h in Settings.docs() if name == "capture_model")
+    assert " / ".join(MODELS) in help_text
+    from viewer.cli import main as cli_main  # the command line's choices and help read the same tuples
+    from viewer.capture.fields import BACKENDS
+
+    for cmd, want in (("rescore", " / ".join(MODELS)), ("capture", "{" + ",".join(BACKENDS) + "}")):
+        with pytest.raises(SystemExit):
+            cli_main([cmd, "--help"])
+        assert want in " ".join(capsys.readouterr().out.split()), cmd
     for m in MODELS:  # every listed model passes the check even on a public app (hf-jobs)
         assert capture_spec(Settings(), out="o", public=True, token="t", backend="hf-jobs", results_repo="o/r",
                             model=m).model == m
