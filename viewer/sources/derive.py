@@ -72,7 +72,7 @@ def end_token_ids(tok) -> set[int]:
     for name in END_OF_TURN:
         try:
             i = tok.convert_tokens_to_ids(name)
-        except Exception:
+        except (KeyError, TypeError, ValueError):  # a vocabulary without this name: not an end token here
             i = None
         if isinstance(i, int) and i >= 0 and i != getattr(tok, "unk_token_id", None):
             ids.add(i)
@@ -169,8 +169,8 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
                 diff = diff.replace(generated=was, later=now)
                 if "<think>" in was and "<think>" not in now:
                     why = " (the template drops <think> blocks of earlier turns)"
-            except Exception:
-                pass
+            except (OverflowError, TypeError, ValueError, IndexError):  # ids it cannot decode: the
+                pass  # warning below still names the part and position, just without the two texts
             check = check.replace(later_render_differs_at=diff)
             problems.append(Problem(label, f"turn {a.index}",
                                     f"renders differently inside turn {b.index}'s prompt from {where} position {pos}"

@@ -104,7 +104,7 @@ class RowDataset:
         for pf in pqs:
             try:
                 pf.close()
-            except Exception:  # closing is best effort: the file may be gone
+            except OSError:  # closing is best effort: the file may be gone
                 pass
 
     def _say(self, msg: str) -> None:

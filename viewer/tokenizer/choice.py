@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..sources.layout import SUMMARY, TOKENIZER_DIR
+from ..layout import TOKENIZER_DIR
 from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
+from .files import TOKENIZER_FILES, hub_lookup_errors, verify_capture_tokenizer
 
 __all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
-           "tokenizer_for", "capture_dir_of", "derived_with", "verify_capture_tokenizer", "sha256_file"]
+           "tokenizer_for", "capture_dir_of", "derived_with"]
 
 TokenizerSource = Literal["bundled-qwen3", "capture-folder", "local-dir", "hf-cache", "hub", "none"]
 
@@ -102,7 +101,7 @@ def _cached_file(name: str) -> str | None:
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(name, "tokenizer.json")
-    except Exception:  # not a valid repo id: it cannot be cached either
+    except hub_lookup_errors():  # not a valid repo id: it cannot be cached either
         return None
     return hit if isinstance(hit, str) else None
 
@@ -184,8 +183,6 @@ def _public_choice(override: str, root: Path, online: bool, notes: list[str]) ->
 
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
-                    "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json")
 
 
 def _hub_snapshot(name: str, online: bool) -> Path | None:
@@ -194,10 +191,10 @@ def _hub_snapshot(name: str, online: bool) -> Path | None:
     try:
         from huggingface_hub import snapshot_download
 
-        d = Path(snapshot_download(name, allow_patterns=list(_TOKENIZER_FILES), local_files_only=not online,
+        d = Path(snapshot_download(name, allow_patterns=list(TOKENIZER_FILES), local_files_only=not online,
                                    token=False))
         return d if _is_tokenizer_dir(d) else None
-    except Exception:  # not cached / offline / no such repo
+    except hub_lookup_errors():  # not cached / offline / no such repo
         return None
 
 
@@ -344,55 +341,3 @@ def tokenizer_for(rollout: Any, settings: Any = None, override: str | None = Non
                                  public=public, data_root=getattr(settings, "data_root", None))
     finally:
         _DECIDE_ONLY.reset(token)
-
-
-def sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-# What summary.json may name in tokenizer.files: plain file names (no folders, no "..", not
-# absolute), at most this many, each file hashed only up to this size (a tokenizer.json is ~11 MB).
-MAX_TOKENIZER_FILES = 32
-MAX_TOKENIZER_FILE_MB = 64
-
-
-def _plain_name(name: object) -> bool:
-    return (isinstance(name, str) and 0 < len(name) <= 255 and name not in (".", "..")
-            and not any(c in name for c in "/\\\x00") and not (len(name) > 1 and name[1] == ":"))
-
-
-def verify_capture_tokenizer(capture_dir: Path) -> str | None:
-    """Compare a capture's ``tokenizer/`` with the sha256s its ``summary.json`` recorded: None
-    when they match (or nothing was recorded), else what differs.
-
-    Only plain file names inside ``tokenizer/`` are looked at (a name like ``../../x`` or an
-    absolute path would make this an oracle for files elsewhere on the server), no links,
-    each at most MAX_TOKENIZER_FILE_MB."""
-    try:
-        rec = json.loads((Path(capture_dir) / SUMMARY).read_text()).get("tokenizer")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
-        return None
-    bad = []
-    folder = Path(capture_dir) / TOKENIZER_DIR
-    items = list(rec["files"].items())
-    if len(items) > MAX_TOKENIZER_FILES:
-        bad.append(f"{len(items)} files listed, only the first {MAX_TOKENIZER_FILES} checked")
-    for name, want in items[:MAX_TOKENIZER_FILES]:
-        if not _plain_name(name):
-            bad.append(f"{str(name)[:80]!r} is not a plain file name (not checked)")
-            continue
-        f = folder / name
-        if f.is_symlink() or not f.is_file():
-            bad.append(f"{name} missing")
-        elif f.stat().st_size > MAX_TOKENIZER_FILE_MB * 1048576:
-            bad.append(f"{name} over {MAX_TOKENIZER_FILE_MB} MB (not checked)")
-        elif sha256_file(f) != want:
-            bad.append(f"{name} changed")
-    return ("the capture's tokenizer files differ from what it recorded when it was made: " + ", ".join(bad)
-            if bad else None)

@@ -14,6 +14,7 @@ silently loses its rollout.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -31,6 +32,7 @@ __all__ = ["Opened", "RolloutStore", "HEAVY_BYTES"]
 
 HEAVY_BYTES = 32 << 20  # a source bigger than this (file, or a folder's files) is a "large" open
 HEAVY_WAIT_S = 10.0
+_LOG = logging.getLogger(__name__)
 
 
 def _size(path: Path) -> int:
@@ -195,5 +197,6 @@ class RolloutStore:
 
         try:  # sessions that lost the same rollout wait for one re-open
             return self.memo.get_or_make(("rollout", key), again, _weight)
-        except Exception:  # the file is gone or unreadable now: the caller says so
+        except Exception as e:  # the file is gone or unreadable now: the caller says so, the log says why
+            _LOG.warning("re-opening %s failed: %s: %s", key, type(e).__name__, e)
             return None
