@@ -53,8 +53,8 @@ def _vllm(msgs):
     return out
 
 
-def _direct(tok, case):
-    """Independent verdicts: (prefix broken under TRL's re-render, under vLLM's render, round trip broken)."""
+def _sampled(tok, case):
+    """(assistant index, plain prompt ids, vLLM-rendered prompt ids, sampled ids) per turn, written out here."""
     msgs, tools = case.messages, case.tools
     turns = []
     for i, m in enumerate(msgs):
@@ -76,7 +76,13 @@ def _direct(tok, case):
             ids = tok.encode(sampled, add_special_tokens=False)
         plain = tok.encode(prompt, add_special_tokens=False)
         engine = tok.encode(_text(tok, _vllm(msgs[:i]), tools, True), add_special_tokens=False)
-        turns.append((plain, engine, ids))
+        turns.append((i, plain, engine, ids))
+    return turns
+
+
+def _direct(tok, case):
+    """Independent verdicts: (prefix broken under TRL's re-render, under vLLM's render, round trip broken)."""
+    turns = [t[1:] for t in _sampled(tok, case)]
     broken = [False, False]
     for (p0, e0, ids), (p1, e1, _) in zip(turns, turns[1:]):
         broken[0] |= p1[:len(p0) + len(ids)] != p0 + ids
@@ -182,3 +188,35 @@ def test_cli_card_on_smollm2_folder_and_conversations(capsys, tmp_path):
     code, out, _ = _cli(capsys, "certify", SMOL, "--trainer", "trl-message")
     assert code == 0 and "lost/forks trl-message" in out and "trl-contract" not in out.splitlines()[0]
     assert len([x for x in out.splitlines() if re.match(r"^\w+\s+(pass|fail|error)\s", x)]) == len(battery())
+
+
+@pytest.mark.parametrize("name", ["tool_call_as_pieces", "no_reasoning_tool_turn"])
+def test_lost_tokens_equal_trls_own(qwen3, cards, tmp_path, name):
+    """TRL 1.14's own `_turns_from_trace` + `_chain_to_sequences` (tests/oracle/trl_oracle.py) on the case
+    written as a proxy trace: the trained tokens it loses equal the card's trl-message count."""
+    import subprocess
+
+    from requires import need
+    from viewer.tokenizer import qwen3_dir
+
+    py, lib = REPO / ".venv-trl" / "bin" / "python", REPO / ".venv-trl" / "trl-1.14.0"
+    if not py.exists() or not lib.is_dir():
+        need("the TRL oracle environment (scripts/setup_oracle.sh)", f"{py} / {lib} not found")
+    case = next(c for c in battery() if c.name == name)
+    records = [{"request": {"messages": case.messages[:i], "tools": case.tools},
+                "response": {"choices": [{"message": case.messages[i], "finish_reason": "stop"}]},
+                "completion_token_ids": ids, "per_token_logps": [0.0] * len(ids)}
+               for i, _, _, ids in _sampled(qwen3, case)]
+    (tmp_path / "trace.json").write_text(json.dumps(records))
+    batch = {"cases": [{"name": name, "trace": str(tmp_path / "trace.json"), "mode": "trl-message",
+                        "train_turns": "all", "fork_threshold": 1024, "tokenizer": str(qwen3_dir())}]}
+    proc = subprocess.run([str(py), str(REPO / "tests" / "oracle" / "trl_oracle.py")], input=json.dumps(batch),
+                          capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(lib), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                               "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = json.loads(proc.stdout)["results"][0]
+    got = next(c for c in cards["qwen3"]["cases"] if c["name"] == name)
+    assert want["tokens_losing_gradient"] > 0
+    assert got["tokens_lost"]["trl-message"] == want["tokens_losing_gradient"]
+    assert got["trainer"]["trl-message"]["tally"]["realign"] == want["tally"]["realign"]
