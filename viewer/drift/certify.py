@@ -30,7 +30,8 @@ from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import chat_template_hash, render_prompt_text, token_table
 from viewer.tokenizer.specials import END_OF_TURN
 
-__all__ = ["CaseResult", "SimTurn", "certify", "certify_case", "simulate", "PREFIX_CHECKS", "PIECE_MARKERS"]
+__all__ = ["CaseResult", "SimTurn", "certify", "certify_case", "certify_results", "report", "divergence_sequences",
+           "simulate", "PREFIX_CHECKS", "PIECE_MARKERS"]
 
 # prompt renders checked for prefix stability: TRL message mode's (verbatim messages) and vLLM's
 PREFIX_CHECKS = {"trl_rerender": False, "engine_render": True}  # name → normalize_tool_arguments
@@ -57,6 +58,7 @@ class CaseResult:
     checks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     trainer: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    reencoded: dict[int, list[int]] = field(default_factory=dict)  # turn → encode(decode(sampled)) where it differs
     error: str | None = None
 
     def failures(self) -> list[dict[str, Any]]:
@@ -171,8 +173,10 @@ def _prefix_item(prev: Turn, nxt: Turn, tok, table) -> dict[str, Any]:
                                                                               table, ("held", "next_prompt"))}}
 
 
-def _roundtrip_item(t: Turn, tok, table) -> dict[str, Any]:
+def _roundtrip_item(t: Turn, tok, table, keep: dict[int, list[int]]) -> dict[str, Any]:
     rt = roundtrip(t, tok)
+    if rt.equal is False:
+        keep[t.index] = list(rt.reencoded_ids)
     ok = rt.equal if rt.equal is not None else True  # an empty output has nothing to re-encode
     div = None
     if rt.equal is False:
@@ -218,7 +222,7 @@ def certify_case(case: Case, tok, fork_threshold: int | None = None) -> CaseResu
     for name in PREFIX_CHECKS:
         turns = _with_prompts(base, res.turns, name)
         res.checks[name] = [_prefix_item(a, b, tok, table) for a, b in zip(turns, turns[1:])]
-    res.checks["roundtrip"] = [_roundtrip_item(t, tok, table) for t in base]
+    res.checks["roundtrip"] = [_roundtrip_item(t, tok, table, res.reencoded) for t in base]
     ro = Rollout(source=f"certify:{case.name}", format="certify", turns=base)
     for mode in MODES:
         thr = DEFAULT_FORK_THRESHOLD[mode] if fork_threshold is None else int(fork_threshold)
@@ -232,18 +236,47 @@ def certify_case(case: Case, tok, fork_threshold: int | None = None) -> CaseResu
     return res
 
 
-def certify(tok, *, name: str | None = None, extra: list[Case] | None = None, only: list[str] | None = None,
-            fork_threshold: int | None = None, progress=None) -> dict[str, Any]:
-    """The report: every case's result and the totals (JSON with stable keys, docs/CLI.md)."""
+def certify_results(tok, *, extra: list[Case] | None = None, only: list[str] | None = None,
+                    fork_threshold: int | None = None, progress=None) -> list[CaseResult]:
+    """Every case's result (ValueError when the tokenizer has no chat template)."""
     if not getattr(tok, "chat_template", None):
-        raise ValueError(f"tokenizer {name or ''} has no chat template: nothing to certify".replace("  ", " "))
+        raise ValueError("the tokenizer has no chat template: nothing to certify")
     cases = [c for c in battery() if not only or c.name in only] + list(extra or [])
     results = []
     for i, c in enumerate(cases):
         results.append(certify_case(c, tok, fork_threshold))
         if progress is not None:
             progress(i + 1, len(cases))
-    return report(results, name, tok)
+    return results
+
+
+def certify(tok, *, name: str | None = None, extra: list[Case] | None = None, only: list[str] | None = None,
+            fork_threshold: int | None = None, progress=None) -> dict[str, Any]:
+    """The report: every case's result and the totals (JSON with stable keys, docs/CLI.md)."""
+    return report(certify_results(tok, extra=extra, only=only, fork_threshold=fork_threshold, progress=progress),
+                  name, tok)
+
+
+def divergence_sequences(res: CaseResult) -> dict[str, Any] | None:
+    """The two id sequences of the case's first failure, for a token view: ``a`` (held prompt + sampled,
+    or the sampled ids) and ``b`` (the next prompt, or the re-encoded ids), where they diverge
+    (``position``) and where ``a``'s sampled part starts (``prompt_len``). None for a passing case."""
+    fails = res.failures()
+    if not fails:
+        return None
+    f = fails[0]
+    k = next(j for j, t in enumerate(res.turns) if t.index == f["turn"])
+    t = res.turns[k]
+    if f["check"] == "roundtrip":
+        return {"check": "roundtrip", "turn": t.index, "a": list(t.completion_ids),
+                "b": list(res.reencoded.get(t.index, [])),
+                "a_label": "sampled", "b_label": "re-encoded", "position": f["divergence"]["position"],
+                "prompt_len": 0}
+    nxt = res.turns[k + 1]
+    held = t.prompts[f["check"]] + t.completion_ids
+    return {"check": f["check"], "turn": t.index, "a": held, "b": list(nxt.prompts[f["check"]]),
+            "a_label": "held: prompt + sampled", "b_label": f"next prompt (turn {nxt.index})",
+            "position": f["divergence"]["position"], "prompt_len": len(t.prompts[f["check"]])}
 
 
 def report(results: list[CaseResult], name: str | None, tok) -> dict[str, Any]:
