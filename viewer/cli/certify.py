@@ -29,12 +29,8 @@ def load_for_certify(name: str, online: bool = False):
         choice = resolve_tokenizer(None, None, capture_dir=p, online=online, public=False)
     else:
         choice = resolve_tokenizer(None, name, online=online, public=False)
-        if choice.source == "none" or (choice.source == "capture-folder"):
-            choice = None if choice.source == "none" else choice
-    if choice is None or not choice.ok:
-        raise CliError(f"cannot load tokenizer {name!r}: "
-                       + (choice.message if choice is not None else "not a folder, capture or cached Hub name"),
-                       BAD_INPUT)
+    if not choice.ok:
+        raise CliError(f"cannot load tokenizer {name!r}: {choice.message}", BAD_INPUT)
     return choice.tokenizer, choice.name or name
 
 

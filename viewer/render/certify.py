@@ -52,14 +52,15 @@ def certify_card_html(doc: dict[str, Any], *, current: str | None = None) -> str
     return f'<div class="ri-drift ri-cert">{head}{table}{note_html}</div>'
 
 
-def _view(ids: list[int], table: Any, prompt_len: int, focus: int, note: str, label: str, settings: Any) -> str:
+def _view(ids: list[int], table: Any, prompt_len: int, focus: int, note: str, label: str, settings: Any,
+          turn: int) -> str:
     n = len(ids)
     kinds = [Kind.CONTEXT.value] * prompt_len + [Kind.TRAINED.value] * (n - prompt_len)
     at = min(focus, n - 1) if n else None
     view = ViewOptions.from_settings(settings, focus=(at, at) if at is not None else None, mode="mask", note=note)
     return token_payload(TokenView(
         Tokens(ids, table.texts(ids), kinds, special=table.special(ids), oov=table.out_of_vocab(ids), exact=True),
-        TurnInfo(0, prompt_len, trained=n > prompt_len, prompt_source=label, output_source=label),
+        TurnInfo(turn, prompt_len, trained=n > prompt_len, prompt_source=label, output_source=label),
         Logprobs([None] * n), view))
 
 
@@ -72,5 +73,6 @@ def certify_views(seq: dict[str, Any] | None, table: Any, settings: Any) -> tupl
     end = " (this side ends here)"
     na = f"{seq['a_label']} · turn {seq['turn']} · diverges at {k:,}" + (end if k >= len(a) else "")
     nb = f"{seq['b_label']} · diverges at {k:,}" + (end if k >= len(b) else "")
-    return (_view(a, table, seq["prompt_len"], k, na, seq["a_label"], settings),
-            _view(b, table, len(b) if seq["check"] != "roundtrip" else 0, k, nb, seq["b_label"], settings))
+    return (_view(a, table, seq["prompt_len"], k, na, seq["a_label"], settings, seq["turn"]),
+            _view(b, table, len(b) if seq["check"] != "roundtrip" else 0, k, nb, seq["b_label"], settings,
+                  seq["turn"]))
