@@ -13,7 +13,7 @@ import os
 
 from viewer.config import Settings
 
-from . import capture, compare, drift, rescore, summary
+from . import capture, certify, compare, drift, rescore, summary
 from .common import run
 
 __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
@@ -22,7 +22,7 @@ __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
 # every CLI call (set before anything imports transformers).
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
-SUBCOMMANDS = (summary, drift, compare, capture, rescore)
+SUBCOMMANDS = (summary, drift, compare, capture, rescore, certify)
 
 
 def build_parser() -> argparse.ArgumentParser:

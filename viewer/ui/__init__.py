@@ -14,7 +14,7 @@ from ..budgets import limits
 from ..config import Settings
 from ..sources.keep import KEEP
 from ..visitor import deep_link
-from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel, signin
+from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel, signin, template_tab
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs"]
@@ -80,6 +80,8 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                 datasets_tab.build(settings, store, b)
             with gr.Tab("Capture", id="capture"):
                 capture_tab.build(settings, store, b)
+            with gr.Tab("Template", id="template"):
+                template_tab.build(settings, store, b)
         _present, present_load, present_outputs = presenter.build(settings, store, b)
 
         def on_load(request: gr.Request):
