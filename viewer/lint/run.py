@@ -58,7 +58,9 @@ def lint_rollout(ro: Rollout, settings: Settings | None = None, *, select: tuple
     if folder is not None:
         got, raw = record_checks(ro, folder, settings)
         hits.extend(got)
-    hits.extend(rollout_checks(ro, raw))
+    nan_at = {(h.turn, h.position) for h in hits if h.rule == "RI011"}
+    # the reader shows a NaN as a gap: that gap is the NaN's (RI011), not a missing logprob (RI005)
+    hits.extend(h for h in rollout_checks(ro, raw) if not (h.rule == "RI005" and (h.turn, h.position) in nan_at))
     if "RI012" in chosen:
         n = (vocab or VocabCache(settings))(ro, folder)
         if n:
