@@ -102,17 +102,26 @@ def test_proxy_against_real_vllm(vllm, tmp_path, stream):
 
 @pytest.fixture(scope="module")
 def scripted_capture(vllm, tmp_path_factory):
-    """One plain scripted capture (bundled task 0, the endpoint backend on the session's server),
-    made once and read by every test that needs exactly that capture: the end-to-end checks and
-    the default (no pieces) side of the pieces option. Returns (summary, folder, processes left)."""
+    """One scripted capture (bundled task 0, the endpoint backend on the session's server), made
+    once and read by every test that needs exactly that capture: the end-to-end checks, the
+    default (no pieces) side of the pieces option, and the token checks (so it runs with a token in
+    the environment and one typed into the spec, as a capture from the app's field does).
+    Returns a namespace: summary, out (folder), left (processes left), job, env_secret, typed."""
+    from types import SimpleNamespace
+
     from viewer.capture.job import CaptureJob, CaptureSpec
 
+    env_secret, typed = "hf_ENV" + os.urandom(8).hex(), "hf_TYPED" + os.urandom(8).hex()
     before = set(descendants())
     out = tmp_path_factory.mktemp("scripted") / "cap"
     spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3", task_index=0,
-                       scripted=True, agent_timeout_s=240, max_output_tokens=512)
-    summary = CaptureJob(spec).run()
-    return summary, out, leftovers(before)
+                       token=typed, scripted=True, agent_timeout_s=240, max_output_tokens=512)
+    job = CaptureJob(spec)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_TOKEN", env_secret)
+        summary = job.run()
+    return SimpleNamespace(summary=summary, out=out, left=leftovers(before), job=job, env_secret=env_secret,
+                           typed=typed)
 
 
 def test_e2e_scripted_opencode_capture(scripted_capture):
@@ -120,7 +129,7 @@ def test_e2e_scripted_opencode_capture(scripted_capture):
     from viewer.sources.capture import read_capture
     from viewer.tokenizer import load_qwen3
 
-    summary, out, left = scripted_capture
+    summary, out, left = scripted_capture.summary, scripted_capture.out, scripted_capture.left
     assert summary["status"] == "ok", summary.get("error")
     assert sorted(p.name for p in out.iterdir()) == sorted([*ARTEFACTS, "tokenizer"])  # self-contained
     assert left == {}, "the capture left processes running"
@@ -507,24 +516,24 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     assert stray(job.tag) == {}
 
 
-def test_tokens_never_reach_artefacts_logs_or_errors(vllm, tmp_path, monkeypatch):
+def test_tokens_never_reach_artefacts_logs_or_errors(scripted_capture, tmp_path, monkeypatch):
     """A token in the environment (HF_TOKEN) and one typed into the spec (the UI's field) appear
-    in no artefact, progress event or error, also when an error message would quote one."""
+    in no artefact, progress event or error, also when an error message would quote one. The
+    successful capture is the shared scripted one, made with both tokens set."""
     from capture_helpers import free_port
     from viewer.capture.job import CaptureJob, CaptureSpec
 
-    env_secret, typed = "hf_ENV" + os.urandom(8).hex(), "hf_TYPED" + os.urandom(8).hex()
+    env_secret, typed = scripted_capture.env_secret, scripted_capture.typed
     monkeypatch.setenv("HF_TOKEN", env_secret)
-    ok = CaptureJob(CaptureSpec(out=str(tmp_path / "ok"), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
-                                token=typed, scripted=True))
-    s = ok.run()
+    ok, s = scripted_capture.job, scripted_capture.summary
     assert s["status"] == "ok" and s["reward"] == 1.0
     bad = CaptureJob(CaptureSpec(out=str(tmp_path / "bad"), backend="endpoint", model="m", token=typed,
                                  endpoint=f"http://127.0.0.1:{free_port()}/{typed}/{env_secret}"))
     s2 = bad.run()
     assert s2["status"] == "failed" and "***" in s2["error"]  # the URL was quoted, the tokens were not
     texts = [json.dumps(j.events) for j in (ok, bad)] + [json.dumps(s), json.dumps(s2)]
-    texts += [f.read_text(errors="replace") for d in ("ok", "bad") for f in (tmp_path / d).rglob("*") if f.is_file()]
+    texts += [f.read_text(errors="replace") for d in (scripted_capture.out, tmp_path / "bad") for f in d.rglob("*")
+              if f.is_file()]
     for t in texts:
         assert typed not in t and env_secret not in t
 
@@ -599,7 +608,8 @@ def test_spell_tool_call_as_pieces_is_an_option(request, vllm, tmp_path, pieces)
         s = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
                                    scripted=True, spell_tool_call_as_pieces=pieces)).run()
     else:
-        s, out, _ = request.getfixturevalue("scripted_capture")
+        cap = request.getfixturevalue("scripted_capture")
+        s, out = cap.summary, cap.out
     assert s["status"] == "ok" and s["reward"] == 1.0 and s["spell_tool_call_as_pieces"] is pieces
     recs = json.loads((out / "trace.json").read_text())
     biases = {v for r in recs if r.get("kind") == "main" for v in (r["request"].get("logit_bias") or {}).values()}
