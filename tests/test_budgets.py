@@ -96,39 +96,40 @@ def _template_bomb(root: Path) -> Path:
 
 
 def test_other_visitors_stay_fast_during_a_template_bomb(tmp_path, monkeypatch):
-    """One visitor's capture renders a template that would loop for ever (here stopped at 4 s);
-    meanwhile another opens the sample and shows each of its turns, each in well under a second
-    (the bomb runs in a worker process, not in the server's threads)."""
+    """One visitor's capture renders a template that would loop for ever (stopped by its 8 s budget);
+    meanwhile another opens the sample and shows each of its turns, and all of that finishes while the
+    bomb is still rendering (the bomb runs in a worker process, not in the server's threads, so nobody
+    waits for it). A condition, not a stopwatch: it holds on a busy machine too."""
     from viewer.tokenizer import render_worker
     from viewer.views import turn_view
 
-    settings = public(monkeypatch, tmp_path, template_s=4)
+    settings = public(monkeypatch, tmp_path, template_s=8)
     store = RolloutStore(settings)
     bomb = store.open(_template_bomb(tmp_path))
     sample = store.open(SAMPLE_DIR / "qwen3-tiny")
     for i in range(len(sample.rollout.turns)):  # warm: the sample's own views are cached per visitor key
         turn_view(sample.rollout, i, sample.choice.tokenizer, sample.table)
     render_worker.shutdown(clear_cache=True)
-    started = threading.Event()
 
     def attack():
-        started.set()
         return turn_view(bomb.rollout, 0, bomb.choice.tokenizer, bomb.table)
 
     th = threading.Thread(target=attack, daemon=True)
+    t_bomb = time.monotonic()
     th.start()
-    started.wait(5)
-    time.sleep(0.5)  # the bomb is rendering now (its worker started; the budget is 4 s)
-    worst = 0.0
+    deadline = time.monotonic() + 60
+    while render_worker.stats()["busy"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.02)  # wait until the bomb holds a worker (a condition: it is rendering from here)
+    assert render_worker.stats()["busy"] == 1
+    views = 0
     for i in range(len(sample.rollout.turns)):
-        t0 = time.monotonic()
         op = RolloutStore(settings).open(SAMPLE_DIR / "qwen3-tiny")  # a new visitor's own open
         turn_view(op.rollout, i, op.choice.tokenizer, op.table)
-        worst = max(worst, time.monotonic() - t0)
-    assert th.is_alive(), "the bomb ended before the other visitor was measured"
-    th.join(30)
-    assert not th.is_alive()
-    assert worst < 1.0, f"another visitor's open + turn view took {worst:.2f} s during the bomb"
+        views += 1
+        assert th.is_alive(), f"the other visitor's view {i} ended after the bomb: it waited for it"
+    th.join(60)
+    assert not th.is_alive() and views == len(sample.rollout.turns)
+    assert time.monotonic() - t_bomb >= 7.5, "the bomb ended before its budget: it was not a bomb"
 
 
 def test_large_opens_take_turns_and_small_ones_pass(tmp_path, monkeypatch):
