@@ -67,6 +67,15 @@ def test_drift_trainer_selector_gives_trls_rows(client):
     assert 'data-trainer="trl-contract"' in html and "fork threshold 0" in html and 'data-losing="0"' in html
 
 
+def test_drift_costs_panel_through_the_api(client):
+    """The gradient-cost panel of the open rollout: TRL 1.14 on the sample loses 165 tokens, all to the
+    <tool_call> spelled as pieces (docs/DRIFT-DOCTOR.md); contract mode (the what-if) recovers them."""
+    _open_turn(client, _tool_turn().index)
+    html, _fig = client.predict("trl-message", "tool-calls", api_name="/drift_costs")
+    assert 'data-gradient-lost="165"' in html and 'data-table="by-cause"' in html and "special_token" in html
+    assert 'data-table="what-if"' in html and "contract_mode" in html
+
+
 def test_drift_repro_export(client):
     t = _tool_turn()
     _open_turn(client, t.index)

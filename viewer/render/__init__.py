@@ -7,10 +7,11 @@ ever assigns with ``textContent``. Never put data into a Gradio ``html_template`
 CSS lives in ``viewer/ui/assets/app.css``, sent once with the page, never per render.
 
 One module per screen: ``tokens`` (token-view payloads, from the values in ``payload``), ``delta``
-(rescore: Δ arrays, summary), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``status``
+(rescore: Δ arrays, summary), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``costs`` (its gradient-cost panel), ``status``
 (Datasets/Capture lines), ``compare`` (Compare tab), ``present`` (presenter mode), ``page`` (the title).
 """
 from .compare import compare_html, pair_label
+from .costs import gradient_cost_html
 from .conversation import conversation_html, problems_html, rollout_header, task_html
 from .drift import (drift_empty_html, drift_note_html, drift_prefix_html, drift_rows_html, drift_roundtrip_html,
                     drift_scan_html, drift_template_html, drift_turn_html)
@@ -28,4 +29,5 @@ __all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_paylo
            "drift_roundtrip_html", "drift_template_html", "drift_prefix_html", "drift_rows_html", "drift_empty_html",
            "drift_scan_html", "drift_note_html", "dataset_status_html", "capture_progress_html", "compare_html",
            "pair_label", "presenter_payload", "presenter_template", "title_html", "turn_delta", "rescore_summary_html",
-           "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS"]
+           "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS",
+           "gradient_cost_html"]
