@@ -116,6 +116,29 @@ def test_each_sweep_point_equals_a_separate_cli_run(capsys, sample, trainer):
     assert len({p["tokens_losing_gradient"] for p in pts}) > 1  # the sweep moves on these samples
 
 
+@pytest.mark.parametrize("case", ["seed-opencode", "seed-compaction", "contract-masks"])
+def test_sweep_points_equal_separate_runs_on_the_seed_shape_traces(capsys, tmp_path, qwen3, case):
+    """The hand-built traces of tests/_trainer_cases.py (REALIGN, FORK by compaction, per-token masks),
+    under the trainer each supports (their TRL results: tests/test_trainer_oracle.py)."""
+    from _trainer_cases import CASES, write_case
+
+    from viewer.tokenizer import qwen3_dir
+
+    src = write_case(tmp_path / case, CASES[case](qwen3))
+    trainer = "trl-contract" if case == "contract-masks" else "trl-message"
+    common = ["--tokenizer", str(qwen3_dir()), "--trainer", trainer, "--no-what-if"]
+    if trainer == "trl-message":
+        common += ["--train-turns", "all"]
+    pts = _cli(capsys, "drift", src, *common, "--sweep-fork-threshold", "0,8,64,1024,inf")["gradient"]["sweep"]
+    for p in pts:
+        n = 10 ** 9 if p["fork_threshold"] == "inf" else p["fork_threshold"]
+        one = _cli(capsys, "drift", src, *common, "--fork-threshold", n)
+        t = one["totals"]
+        assert (p["rows"], p["forked_rows"], p["tokens_losing_gradient"]) == (
+            t["rows"], t["forked_rows"], t["tokens_losing_gradient"]), p
+        assert sum(one["gradient"]["by_cause"].values()) == t["tokens_losing_gradient"]
+
+
 def test_causes_sum_to_the_total_and_name_the_turn(capsys):
     doc = _cli(capsys, "drift", SAMPLE, "--trainer", "trl-message")
     g, t = doc["gradient"], doc["totals"]

@@ -77,7 +77,11 @@ def cases(tmp_path_factory, qwen3) -> dict[str, dict]:
                                              "fork_threshold": THRESHOLD[mode], "tokenizer": tdir,
                                              "masks": _sample_masks(folder) if mode == "trl-contract" else None}
         out[f"{name}/trl-contract/None/thr1024"] = {**out[f"{name}/trl-contract/None"], "fork_threshold": 1024}
-    for key in [k for k in out if k.count("/") == 2]:  # every input and mode, at the sweep's checked points
+    # the special-token what-if's input written by hand: the write call sampled as the special token
+    spelled = write_case(root / "seed-opencode-spelled", CASES["seed-opencode"](qwen3, pieces=False))
+    for mode, turns in MODES[:2]:
+        out[f"seed-opencode-spelled/{mode}/{turns}"] = {**out[f"seed-opencode/{mode}/{turns}"], "folder": spelled}
+    for key in [k for k in out if k.count("/") == 2 and not k.startswith("seed-opencode-spelled")]:
         for thr in SWEEP_CHECKED:
             out[f"{key}/sweep{thr}"] = {**out[key], "fork_threshold": thr}
     return out
@@ -238,4 +242,35 @@ def test_sweep_and_losses_by_cause_agree_with_trl(name, cases, oracle):
 def test_the_sweep_cases_move(oracle):
     """At least one input loses a different number of tokens at 64 than at 256 (per TRL)."""
     assert any(oracle[f"{k}/sweep64"].get("tokens_losing_gradient") != oracle[f"{k}/sweep256"].get(
-        "tokens_losing_gradient") for k in oracle if k.count("/") == 2)
+        "tokens_losing_gradient") for k in oracle if k.count("/") == 2 and f"{k}/sweep64" in oracle)
+
+
+@pytest.mark.parametrize("turns", ["tool-calls", "all"])
+def test_special_token_what_if_is_trls_rows_on_the_spelled_trace(turns, cases, oracle):
+    """Spelling the sampled <tool_call> pieces as the special token (viewer/drift/whatif.py) gives what
+    TRL builds from the trace whose write call was sampled that way (built by hand in _trainer_cases)."""
+    from viewer.drift.whatif import measure_whatifs
+    from viewer.tokenizer import load_local
+
+    name = f"seed-opencode/trl-message/{turns}"
+    rollout, tr = _ours(cases[name])
+    wi = {w["name"]: w for w in measure_whatifs(rollout, tr, load_local(cases[name]["tokenizer"]))}
+    got, want = wi["special_token_spelling"], oracle[f"seed-opencode-spelled/trl-message/{turns}"]
+    assert got["measured"] and got["baseline_tokens_losing_gradient"] == oracle[name]["tokens_losing_gradient"]
+    assert (got["tokens_losing_gradient"], got["rows"]) == (want["tokens_losing_gradient"], len(want["rows"]))
+    assert got["recovered"] > 0
+
+
+@pytest.mark.parametrize("sample", list(SAMPLES))
+def test_contract_mode_what_if_is_trl_1_16(sample, cases, oracle):
+    """The contract-mode what-if on a message-mode rollout is TRL 1.16's own result on the capture."""
+    from viewer.drift.whatif import measure_whatifs
+    from viewer.tokenizer import load_local
+
+    name = f"{sample}/trl-message/tool-calls"
+    rollout, tr = _ours(cases[name])
+    wi = {w["name"]: w for w in measure_whatifs(rollout, tr, load_local(cases[name]["tokenizer"]))}
+    got, want = wi["contract_mode"], oracle[f"{sample}/trl-contract/None"]
+    assert got["measured"] and (got["tokens_losing_gradient"], got["rows"]) == (
+        want["tokens_losing_gradient"], len(want["rows"]))
+    assert got["recovered"] == oracle[name]["tokens_losing_gradient"] - want["tokens_losing_gradient"] > 0
