@@ -178,3 +178,15 @@ def test_merge_gradient_sums_sweep_points_and_whatifs():
     w = block["what_if"][0]
     assert (w["measured_rollouts"], w["not_measured"], w["recovered"]) == (1, {"no tokenizer": 1}, 2)
     assert [x["rollout"] for x in block["by_turn"]] == ["r1", "r2"]
+
+
+@pytest.mark.parametrize("sample", ["qwen3-tiny", "smollm2"])
+def test_normalised_rerender_what_if_reproduces_the_engine_ids(capsys, sample):
+    """On the samples (no chat_template_kwargs) vLLM rendered the prompts with the tool-call arguments
+    normalised, so the what-if re-rendering that way is the what-if fed the engine's recorded ids: the
+    same rows and lost tokens (the engine's ids are vLLM's, not ours)."""
+    g = _cli(capsys, "drift", SAMPLE_DIR / sample, "--trainer", "trl-message")["gradient"]
+    wi = {w["name"]: w for w in g["what_if"]}
+    a, b = wi["normalize_tool_arguments"], wi["engine_prompt_ids"]
+    assert a["measured_rollouts"] == b["measured_rollouts"] == 1
+    assert (a["tokens_losing_gradient"], a["rows"]) == (b["tokens_losing_gradient"], b["rows"])
