@@ -190,3 +190,41 @@ def test_normalised_rerender_what_if_reproduces_the_engine_ids(capsys, sample):
     a, b = wi["normalize_tool_arguments"], wi["engine_prompt_ids"]
     assert a["measured_rollouts"] == b["measured_rollouts"] == 1
     assert (a["tokens_losing_gradient"], a["rows"]) == (b["tokens_losing_gradient"], b["rows"])
+
+
+def test_template_kwargs_what_if_is_measured_and_matches_the_engine_render(tmp_path, qwen3):
+    """Requests sent with ``enable_thinking=false``: the engine's prompt ends with an empty
+    ``<think></think>`` the trainer's plain re-render lacks. Worked by hand from Qwen3's template: the
+    re-render without kwargs extends cleanly (the history renders the earlier call with no think block),
+    so TRL 1.14 keeps 1 row; replaying the kwargs puts the think block in the held prompt, which the
+    next prompt drops *before* the output starts → FORK: 2 rows, still 0 tokens lost. The engine ids
+    here come from ``apply_chat_template(..., enable_thinking=False)`` itself, so the engine-ids what-if
+    must say the same."""
+    from _trainer_cases import TOOLS, U, S, _ids, call, record, result, sampled, write_case
+
+    from viewer.drift import choose_spec, trainer_rows
+    from viewer.drift.whatif import measure_whatifs
+    from viewer.sources import load_source
+
+    tok = qwen3
+    a1, t1 = call("bash", "c1", command="ls"), result("c1", "README.md")
+    a2 = call("read", "c2", filePath="README.md")
+    m1, m2 = [S, U], [S, U, a1, t1]
+
+    def engine(m):
+        ids = tok.apply_chat_template(m, tools=TOOLS, add_generation_prompt=True, tokenize=True,
+                                      return_dict=False, enable_thinking=False)
+        return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+
+    assert engine(m1) != _ids(tok, m1, TOOLS, True)  # the kwarg changes the generation prompt
+    recs = [record(m1, TOOLS, a1, sampled(tok, m1, TOOLS, a1), 31, engine_prompt=engine(m1)),
+            record(m2, TOOLS, a2, sampled(tok, m2, TOOLS, a2), 32, engine_prompt=engine(m2))]
+    for r in recs:
+        r["request"]["chat_template_kwargs"] = {"enable_thinking": False}
+    ro = load_source(str(write_case(tmp_path / "kw", recs)))
+    tr = trainer_rows(ro, choose_spec(ro, "trl-message", "all"), tok)
+    assert (len(tr.rows.rows), tr.rows.tokens_losing_gradient) == (1, 0)
+    wi = {w["name"]: w for w in measure_whatifs(ro, tr, tok)}
+    kw, eng = wi["replay_template_kwargs"], wi["engine_prompt_ids"]
+    assert kw["measured"] and (kw["rows"], kw["tokens_losing_gradient"], kw["recovered"]) == (2, 0, 0)
+    assert eng["measured"] and (eng["rows"], eng["tokens_losing_gradient"]) == (2, 0)
