@@ -172,6 +172,23 @@ def test_browser_drift_view_shows_tool_call_special_token(page, app_url):
 
 
 @pytest.mark.browser
+def test_browser_gradient_cost_panel_and_sweep_plot(page, app_url):
+    """Opening the Drift tab fills the gradient-cost panel and draws the sweep; choosing trl-message
+    shows its 165 lost tokens (docs/TRAINER.md), all special_token, and the plot's points."""
+    t = _tool_turn()
+    page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn={t.index}")
+    page.wait_for_function("document.querySelector('#token-view .ri-tv')?.dataset.painted > 0", timeout=60000)
+    page.get_by_role("tab", name="Drift").click()
+    page.wait_for_function("document.querySelector('#drift-cost [data-gradient-lost]')", timeout=60000)
+    page.locator("#drift-trainer input").fill("trl-message")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelector('#drift-cost [data-gradient-lost=\"165\"]')", timeout=60000)
+    assert "special_token" in page.locator("#drift-cost [data-table=by-cause]").text_content()
+    page.wait_for_function("document.querySelectorAll('#drift-sweep-plot .scatterlayer .point').length === 5",
+                           timeout=60000)
+
+
+@pytest.mark.browser
 def test_browser_scan_row_jumps_to_tokens(page, app_url):
     ro = load_source(SAMPLE)
     last = ro.agent_turns[-1].index
