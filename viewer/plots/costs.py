@@ -29,8 +29,9 @@ def gradient_sweep_figure(gradient: dict[str, Any] | None, height: int = 300) ->
                              text=[f"{p['tokens_losing_gradient']:,} of {p['trained_tokens']:,} trained tokens"
                                    for p in pts],
                              hovertemplate="threshold %{x}: %{text} lose their gradient<extra></extra>"))
-    base_layout(fig, height, title=dict(text="fork-threshold sweep (the trainer re-run at each)", font=dict(size=13)),
+    base_layout(fig, height, title=dict(text="fork-threshold sweep (the trainer re-run at each)", font=dict(size=13), y=0.98),
                 yaxis2=dict(overlaying="y", side="right", title=dict(text="rows"), showgrid=False, rangemode="tozero"))
     fig.update_xaxes(title_text="fork_threshold_tokens", type="category")
-    fig.update_yaxes(title_text="tokens losing gradient", rangemode="tozero", selector=dict(anchor="x"))
+    fig.layout.yaxis.title.text = "tokens losing gradient"
+    fig.layout.yaxis.rangemode = "tozero"
     return fig

@@ -15,6 +15,10 @@ def _table(head: list[str], rows: list[list[Any]], attr: str) -> str:
     return f'<table class="ri-d-table" {attr}><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _tail(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1):]
+
+
 def gradient_cost_html(gradient: dict[str, Any] | None, what: str = "") -> str:
     """Per-cause and per-turn tables of trained tokens losing their gradient, then the what-ifs:
     each a re-run of the trainer on a modified copy of the same rollout(s), or why it was not measured."""
@@ -27,7 +31,7 @@ def gradient_cost_html(gradient: dict[str, Any] | None, what: str = "") -> str:
     by_cause = _table(["cause", "tokens losing gradient", "share"],
                       [[c, f"{n:,}", f"{100 * n / total:.0f}%" if total else "—"] for c, n in causes],
                       'data-table="by-cause"') if causes else notice_html("No trained token loses its gradient.")
-    turns = [[x.get("rollout") or "", x["turn"], x["at_turn"], f"{x['tokens']:,}", x["cause"], x["evidence"][:120]]
+    turns = [[_tail(x.get("rollout") or ""), x["turn"], x["at_turn"], f"{x['tokens']:,}", x["cause"], x["evidence"][:120]]
              for x in gradient["by_turn"]]
     by_turn = _table(["rollout", "turn (its output)", "realigned at turn", "tokens", "cause", "evidence"], turns,
                      'data-table="by-turn"') if turns else ""

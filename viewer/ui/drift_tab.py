@@ -46,9 +46,8 @@ def build(settings: Settings, store, browse) -> None:
     # what each cause costs (viewer.drift.costs): the open rollout's, replaced by a scan's once one runs
     with gr.Accordion("Gradient cost: tokens losing gradient by cause, fork-threshold sweep, what-ifs", open=True,
                       elem_id="drift-cost-panel"):
-        with gr.Row():
-            cost_html = gr.HTML(render.gradient_cost_html(None), elem_id="drift-cost", scale=3)
-            sweep_plot = gr.Plot(elem_id="drift-sweep-plot", show_label=False, scale=2)
+        sweep_plot = gr.Plot(elem_id="drift-sweep-plot", show_label=False)
+        cost_html = gr.HTML(render.gradient_cost_html(None), elem_id="drift-cost")
 
     with gr.Accordion("Dataset scan", open=True, elem_id="drift-scan-panel"):
         with gr.Row(equal_height=True):
