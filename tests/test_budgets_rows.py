@@ -28,6 +28,7 @@ def _bomb(path, rows: int, mb: float, *, dictionary: bool) -> None:
     del t, blob
 
 
+@pytest.mark.slow  # writes a 544 MB parquet to zip it
 def test_zip_of_a_parquet_bomb_stops_before_decoding(tmp_path, monkeypatch):
     """The issue's bomb: an ~18 KB zip of a zstd parquet with 64 rows x 8 MB in one row group,
     uploaded and opened at the public defaults. Before: decoded (512 MB) and kept for ever."""

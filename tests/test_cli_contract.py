@@ -18,7 +18,8 @@ from viewer.config import SAMPLE_DIR, Settings
 REPO = Path(__file__).resolve().parent.parent
 CLI_MD = (REPO / "docs" / "CLI.md").read_text()
 SAMPLE = SAMPLE_DIR / "qwen3-tiny"
-COMMANDS = ("summary", "drift", "compare", "capture", "rescore")
+# every registered subcommand (a new one joins the usage and schema checks without editing this file)
+COMMANDS = tuple(m.__name__.rsplit(".", 1)[1] for m in __import__("viewer.cli", fromlist=["SUBCOMMANDS"]).SUBCOMMANDS)
 
 
 def _documented_keys(command: str) -> list[str]:
@@ -239,3 +240,11 @@ def test_summary_names_the_tokenizer_without_loading_it():
             "print(rc, json.loads(buf.getvalue())['tokenizer'], 'transformers' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.stdout.split() == ["0", "qwen3", "False"], r.stderr
+
+
+def test_every_subcommand_documents_its_json():
+    documented = re.findall(r"^### `([a-z-]+) --json`", CLI_MD, re.M)
+    assert sorted(documented) == sorted(COMMANDS)
+    assert {"summary", "drift", "compare", "capture", "rescore"} <= set(COMMANDS)
+    for name in COMMANDS:
+        assert _documented_keys(name), name

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from test_comparison import first_difference, raw_sequences
 
 from viewer import cli
@@ -18,6 +20,7 @@ KEYS = {"a_turn", "b_turn", "common_prefix", "first_divergence"}
 DIV_KEYS = {"position", "part", "a_id", "b_id", "a_text", "b_text"}
 
 
+@pytest.mark.slow  # a fresh Python process running the whole CLI
 def test_self_compare_in_a_subprocess_finds_no_divergence():
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-m", "viewer", "compare", "sample_data/qwen3-tiny", "sample_data/qwen3-tiny",

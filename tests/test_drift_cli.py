@@ -119,6 +119,7 @@ def test_sample_readable_table(capsys):
     assert err.strip() == ""  # one rollout: no progress line
 
 
+@pytest.mark.slow  # a fresh Python process running the whole CLI
 def test_module_entry_point_subprocess():
     proc = subprocess.run([sys.executable, "-m", "viewer", "drift", str(SAMPLE), "--json", "--quiet"],
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent)

@@ -68,6 +68,7 @@ def tiny_result():
     return ro, rescore(ro, "tiny-qwen3", Settings(), dtype="float32", device="cpu")
 
 
+@pytest.mark.slow  # a torch forward pass (tiny_result)
 def test_trainer_logprobs_equal_a_plain_transformers_forward(tiny_result):
     import torch
     from transformers import AutoModelForCausalLM
@@ -93,6 +94,7 @@ def test_trainer_logprobs_equal_a_plain_transformers_forward(tiny_result):
     assert td.stats(0.2)["max_abs_delta"] == pytest.approx(max(abs(d) for d in deltas), abs=1e-6)
 
 
+@pytest.mark.slow  # a torch forward pass (tiny_result)
 def test_contract_mode_json_shape(tiny_result):
     _, res = tiny_result
     doc = res.to_json()
@@ -105,6 +107,7 @@ def test_contract_mode_json_shape(tiny_result):
     assert doc["totals"]["context_changed_tokens"] == 0  # contract rows use the engine's own prompt ids
 
 
+@pytest.mark.slow  # a torch forward pass (tiny_result)
 def test_message_mode_marks_the_rerendered_context(tiny_result):
     """trl-message re-renders the prompt: where it is not the engine's ids, Δ is drift, not numerics."""
     from transformers import AutoTokenizer
@@ -137,6 +140,7 @@ def test_message_mode_marks_the_rerendered_context(tiny_result):
             assert td.context_at == first
 
 
+@pytest.mark.slow  # a torch forward pass (tiny_result)
 def test_cancel_returns_partial_result(tiny_result):
     from viewer.rescore import rescore
 
@@ -166,6 +170,7 @@ def test_without_torch_the_cli_says_how_to_get_it():
     assert "needs PyTorch" in r.stderr and "requirements-rescore.txt" in r.stderr
 
 
+@pytest.mark.slow  # starts a Python process that builds the app
 def test_without_torch_the_app_starts_and_the_panel_says_how(tmp_path):
     code = ("import sys; sys.modules['torch'] = None\n"
             "from viewer.ui import create_app\n"
@@ -178,6 +183,7 @@ def test_without_torch_the_app_starts_and_the_panel_says_how(tmp_path):
     assert r.stdout.split() == ["False", "True"]
 
 
+@pytest.mark.slow  # starts a Python process that builds the app
 def test_app_start_does_not_import_torch():
     code = "import sys\nfrom viewer.ui import create_app\ncreate_app()\nprint('torch' in sys.modules)"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300,

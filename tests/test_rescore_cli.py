@@ -36,6 +36,7 @@ def test_smollm2_sample_same_weights_small_delta(capsys):
     assert doc["totals"]["ratio_min"] <= 1 <= doc["totals"]["ratio_max"]
 
 
+@pytest.mark.slow  # a torch forward pass
 def test_table_output_and_threshold(capsys):
     _need("tiny-qwen3")
     src = REPO_ROOT / "sample_data" / "qwen3-tiny"

@@ -53,6 +53,7 @@ def _raw_turns(sample: str) -> dict[int, list[int]]:
     return {i: by_call[c] for i, c in enumerate(calls) if c in by_call}
 
 
+@pytest.mark.slow  # a room: eight sessions in lockstep on one app
 def test_concurrent_sessions_each_get_their_own_turn(app_url):
     """A room on two links at once: eight sessions open a sample together, then all switch
     turns at the same moment, each to a different turn; every reply is that session's turn of
@@ -99,6 +100,7 @@ def test_concurrent_sessions_each_get_their_own_turn(app_url):
     assert not wrong, wrong
 
 
+@pytest.mark.slow  # two scans of 48 captures
 def test_long_work_waits_in_its_own_queue_with_its_place_shown_while_browsing_goes_on(app_url, data_root):
     """Scans are long work: one at a time in their own queue. A second scan waits there and
     the queue tells its place (what the page shows as "queue: 1/1"); meanwhile another

@@ -468,6 +468,7 @@ def test_table_bytes_match_quicktok_for_every_id(qt, table):
     assert bad == []
 
 
+@pytest.mark.slow  # a fresh Python process loading transformers
 def test_corrupt_cached_hub_tokenizer_is_reported_not_called_offline(tmp_path):
     """A Hub tokenizer that IS in the local cache but cannot be loaded (a damaged download) is
     reported as such; before, every failure read "needs network access". Runs in a subprocess

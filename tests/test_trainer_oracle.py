@@ -89,22 +89,32 @@ def cases(tmp_path_factory, qwen3) -> dict[str, dict]:
 
 @pytest.fixture(scope="session")
 def oracle(cases) -> dict[str, dict]:
-    """TRL's own result for every case (one oracle process per TRL version)."""
+    """TRL's own result for every case: one oracle process per TRL version, both run at once (each
+    spends most of its time importing torch and TRL, on one core)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     py = ORACLE_ENV / "bin" / "python"
     if not py.exists():
         need("the TRL oracle environment (scripts/setup_oracle.sh)", f"{py} not found")
-    results: dict[str, dict] = {}
-    for mode, version in VERSION.items():
-        lib = ORACLE_ENV / f"trl-{version}"
-        if not lib.is_dir():
-            need("the TRL oracle environment (scripts/setup_oracle.sh)", f"{lib} not found")
+    for version in VERSION.values():
+        if not (ORACLE_ENV / f"trl-{version}").is_dir():
+            need("the TRL oracle environment (scripts/setup_oracle.sh)", f"{ORACLE_ENV / f'trl-{version}'} not found")
+
+    def run(mode: str, version: str) -> subprocess.CompletedProcess:
         batch = [{"name": k, "trace": str(c["folder"] / "trace.json"), "mode": mode,
                   "train_turns": c["train_turns"] or "all", "fork_threshold": c["fork_threshold"],
                   "tokenizer": c["tokenizer"], **({"masks": c["masks"]} if c["masks"] else {})}
                  for k, c in cases.items() if c["mode"] == mode]
-        proc = subprocess.run([str(py), str(ORACLE)], input=json.dumps({"cases": batch}), capture_output=True,
-                              text=True, timeout=600, env={"PYTHONPATH": str(lib), "HF_HUB_OFFLINE": "1",
-                                                           "TRANSFORMERS_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
+        return subprocess.run([str(py), str(ORACLE)], input=json.dumps({"cases": batch}), capture_output=True,
+                              text=True, timeout=600, env={"PYTHONPATH": str(ORACLE_ENV / f"trl-{version}"),
+                                                           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                                                           "PATH": "/usr/bin:/bin"})
+
+    with ThreadPoolExecutor(len(VERSION)) as pool:
+        procs = {version: pool.submit(run, mode, version) for mode, version in VERSION.items()}
+    results: dict[str, dict] = {}
+    for version, fut in procs.items():
+        proc = fut.result()
         assert proc.returncode == 0, proc.stderr[-3000:]
         doc = json.loads(proc.stdout)
         assert doc["trl_version"] == version  # the released package itself, not a copy

@@ -14,7 +14,8 @@ from ..budgets import limits
 from ..config import Settings
 from ..sources.keep import KEEP
 from ..visitor import deep_link
-from . import browse, capture_tab, compare_tab, datasets_tab, drift_tab, presenter, rescore_panel, signin
+from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, health_tab, presenter, rescore_panel,
+               signin, template_tab)
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs"]
@@ -74,12 +75,16 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         with b.tabs:
             with gr.Tab("Drift", id="drift"):
                 drift_tab.build(settings, store, b)
+            with gr.Tab("Health", id="health"):
+                health_tab.build(settings, store, b)
             with gr.Tab("Compare", id="compare"):
                 cmp = compare_tab.build(settings, store, b)
             with gr.Tab("Datasets", id="datasets"):
                 datasets_tab.build(settings, store, b)
             with gr.Tab("Capture", id="capture"):
                 capture_tab.build(settings, store, b)
+            with gr.Tab("Template", id="template"):
+                template_tab.build(settings, store, b)
         _present, present_load, present_outputs = presenter.build(settings, store, b)
 
         def on_load(request: gr.Request):

@@ -1,0 +1,71 @@
+"""The Health screen: the open rollout's lint hits (docs/LINT.md), each a link to its turn and token.
+
+Follows the browse screen's open rollout (``browse.key``) like the Drift tab; the lint runs only
+while this tab is on screen, once per rollout for every visitor (the store's shared cache).
+:func:`viewer.lint.lint_rollout` does the work, :mod:`viewer.render.health` builds the HTML.
+"""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import gradio as gr
+
+from .. import render
+from ..config import Settings
+from ..lint import RULES, lint_rollout
+from .browse import link_spec
+
+__all__ = ["build", "health_for"]
+
+EMPTY = "Open a rollout to see how it was recorded: the lint rules of docs/LINT.md, run on it."
+
+
+def _base(op, settings: Settings) -> str:
+    """The query string that reopens this rollout (a dataset row's own, else its path), "" if none."""
+    if op.link:
+        return op.link
+    spec = link_spec(op.path, settings)
+    return urlencode({"source": spec}) if spec else ""
+
+
+def health_for(store, settings: Settings, key: str | None) -> str:
+    """The Health HTML of the rollout under ``key`` (made once per rollout, shared)."""
+    op = store.get(key)
+    if op is None:
+        return render.health_empty_html(EMPTY)
+
+    def make() -> str:
+        tok = op.choice.tokenizer  # the tokenizer the app shows this rollout with: no second load
+        hits = lint_rollout(op.rollout, settings, vocab=lambda ro, folder: len(tok) if tok is not None else None)
+        base = _base(op, settings)
+        rows = []
+        for h in hits:
+            d = h.to_dict()
+            place = {k: v for k, v in (("turn", h.turn), ("tok", h.tok)) if v is not None}
+            d["link"] = "&".join(p for p in (base, urlencode(place)) if p) if base else ""
+            rows.append(d)
+        note = "" if tok is not None else "No tokenizer: ids were not checked against a vocabulary (RI012)."
+        return render.health_html(rows, len(RULES), note)
+
+    try:
+        return store.derived(op.key, ("health",), make)
+    except Exception as e:  # a rule bug on odd data: say so, keep the app alive
+        return render.health_empty_html(f"Lint failed: {type(e).__name__}: {e}")
+
+
+def build(settings: Settings, store, browse) -> None:
+    """Create this screen's components inside the current gr.Tab and wire its events."""
+    view = gr.HTML(render.health_empty_html(EMPTY), elem_id="health-view")
+    visible = gr.State(False)
+
+    def on_tab(key, evt: gr.SelectData):
+        on = evt is not None and str(evt.value) == "Health"
+        return [on, health_for(store, settings, key) if on else gr.skip()]
+
+    def follow(on: bool, key):
+        return health_for(store, settings, key) if on else gr.skip()
+
+    browse.tabs.select(on_tab, [browse.key], [visible, view], api_name="health_tab", api_visibility="private",
+                       show_progress="hidden", **browse.fast)
+    browse.key.change(follow, [visible, browse.key], view, api_name="health_follow", api_visibility="private",
+                      show_progress="hidden", **browse.fast)

@@ -1,0 +1,101 @@
+"""The Template tab (``#template-view``): certify a tokenizer + chat template for agent RL (issue 21).
+
+Pick a tokenizer (the bundled Qwen3, the SmolLM2 sample's, or the open rollout's own), run the
+battery (:mod:`viewer.drift.certify`) and see the report card; pick a case to open its first
+divergence in two token views (held prompt + sampled vs the next prompt, or sampled vs re-encoded).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+import gradio as gr
+
+from .. import render
+from ..config import SAMPLE_DIR, Settings
+from ..layout import TOKENIZER_DIR
+from ..drift.certify import CaseResult, certify_results, divergence_sequences, report
+from ..tokenizer import load_local, load_qwen3, token_table
+from .browse import TOKEN_VIEW_JS, TOKEN_VIEW_TEMPLATE, Browse
+from .store import RolloutStore
+
+__all__ = ["build", "CHOICES"]
+
+QWEN3, SMOL, OPEN = "qwen3 (bundled)", "SmolLM2 (sample)", "the open rollout's tokenizer"
+CHOICES = (QWEN3, SMOL, OPEN)
+_CACHE: OrderedDict[int, tuple[dict[str, Any], list[CaseResult]]] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def _tokenizer(choice: str, store: RolloutStore, key: str | None) -> tuple[Any, str]:
+    """(tokenizer, name); ValueError saying why there is none."""
+    if choice == QWEN3:
+        return load_qwen3(), "qwen3"
+    if choice == SMOL:
+        d = SAMPLE_DIR / "smollm2" / TOKENIZER_DIR
+        return load_local(str(d)), f"sample_data/smollm2/{TOKENIZER_DIR}"
+    op = store.get(key)
+    if op is None or op.choice.tokenizer is None:
+        raise ValueError("The open rollout has no tokenizer: open one with a tokenizer, or pick a bundled one.")
+    return op.choice.tokenizer, str(op.choice.name)
+
+
+def _certified(tok, name: str) -> tuple[dict[str, Any], list[CaseResult]]:
+    with _LOCK:
+        hit = _CACHE.get(id(tok))
+    if hit is None or hit[0]["tokenizer"] != name:
+        results = certify_results(tok)
+        hit = (report(results, name, tok), results)
+        with _LOCK:
+            _CACHE[id(tok)] = hit
+            while len(_CACHE) > 4:
+                _CACHE.popitem(last=False)
+    return hit
+
+
+def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
+    state = gr.State(None)  # (choice, store key) of the card shown
+    with gr.Column(elem_id="template-view"):
+        with gr.Row(equal_height=True):
+            pick = gr.Dropdown(list(CHOICES), value=QWEN3, label="tokenizer + chat template", elem_id="template-pick",
+                               scale=4)
+            btn = gr.Button("Certify", elem_id="template-run", scale=1, min_width=90)
+        card = gr.HTML(render.notice_html("Pick a tokenizer and press Certify: agent-shaped conversations are sampled "
+                                          "turn by turn through its chat template, and each case says whether the "
+                                          "trainer's prompts stay prefixes of what was sampled."),
+                       elem_id="template-card")
+        case = gr.Dropdown([], label="case (opens its first divergence)", elem_id="template-case", interactive=True)
+        with gr.Row(equal_height=False):
+            view_a = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS, elem_id="template-a",
+                             apply_default_css=False)
+            view_b = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS, elem_id="template-b",
+                             apply_default_css=False)
+    outputs = [state, card, case, view_a, view_b]
+
+    def show(choice: str, key: str | None, name: str | None) -> list:
+        try:
+            tok, tname = _tokenizer(choice, store, key)
+            doc, results = _certified(tok, tname)
+        except ValueError as e:
+            return [gr.skip(), render.notice_html(str(e), "error")] + [gr.skip()] * 3
+        labels = [render.certify_case_label(c) for c in doc["cases"]]
+        names = [c["name"] for c in doc["cases"]]
+        if name not in names:
+            name = next((c["name"] for c in doc["cases"] if c["status"] == "fail"), names[0] if names else None)
+        res = results[names.index(name)] if name is not None else None
+        a, bv = render.certify_views(divergence_sequences(res) if res else None, token_table(tok, tname), settings)
+        value = labels[names.index(name)] if name is not None else None
+        return [(choice, key), render.certify_card_html(doc, current=name), gr.Dropdown(choices=labels, value=value),
+                a, bv]
+
+    def run(choice: str, key: str | None) -> list:
+        return show(choice, key, None)
+
+    def on_case(st, label: str | None) -> list:
+        if not st or not label:
+            return [gr.skip()] * len(outputs)
+        return show(st[0], st[1], label.split(" · ", 1)[0])
+
+    btn.click(run, [pick, b.key], outputs, api_name="certify")
+    case.input(on_case, [state, case], outputs, api_visibility="private")
