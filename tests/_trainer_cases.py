@@ -91,10 +91,11 @@ def record(messages, tools, reply, out_ids, seed, *, engine_prompt: list[int] | 
     return rec
 
 
-def seed_opencode(tok) -> list[dict[str, Any]]:
+def seed_opencode(tok, pieces: bool = True) -> list[dict[str, Any]]:
     """Title call; bash (canonical → CLEAN next); write sampled with ``<tool_call>`` as pieces
     (→ REALIGN next); a text-only answer (no tool call); a last bash call whose record has
-    logprob entries but no ``per_token_logps``."""
+    logprob entries but no ``per_token_logps``. ``pieces=False``: the write call sampled as the
+    template renders it (the special token), what the special-token what-if should reproduce."""
     a1 = call("bash", "c1", command="ls")
     t1 = result("c1", "README.md")
     a2 = call("write", "c2", filePath="solution.py", content="print(sum(map(int, input().split())))\n")
@@ -109,7 +110,7 @@ def seed_opencode(tok) -> list[dict[str, Any]]:
     return [
         record(title_msgs, None, title_reply, sampled(tok, title_msgs, None, title_reply), 0),
         record(m1, TOOLS, a1, sampled(tok, m1, TOOLS, a1), 1),
-        record(m2, TOOLS, a2, as_pieces(tok, sampled(tok, m2, TOOLS, a2)), 2),
+        record(m2, TOOLS, a2, (as_pieces if pieces else lambda _t, x: x)(tok, sampled(tok, m2, TOOLS, a2)), 2),
         record(m3, TOOLS, a3, sampled(tok, m3, TOOLS, a3), 3),
         record(m4, TOOLS, a4, sampled(tok, m4, TOOLS, a4), 4, logprobs_field="logprobs"),
     ]

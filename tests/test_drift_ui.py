@@ -67,6 +67,15 @@ def test_drift_trainer_selector_gives_trls_rows(client):
     assert 'data-trainer="trl-contract"' in html and "fork threshold 0" in html and 'data-losing="0"' in html
 
 
+def test_drift_costs_panel_through_the_api(client):
+    """The gradient-cost panel of the open rollout: TRL 1.14 on the sample loses 165 tokens, all to the
+    <tool_call> spelled as pieces (docs/DRIFT-DOCTOR.md); contract mode (the what-if) recovers them."""
+    _open_turn(client, _tool_turn().index)
+    html, _fig = client.predict("trl-message", "tool-calls", api_name="/drift_costs")
+    assert 'data-gradient-lost="165"' in html and 'data-table="by-cause"' in html and "special_token" in html
+    assert 'data-table="what-if"' in html and "contract_mode" in html
+
+
 def test_drift_repro_export(client):
     t = _tool_turn()
     _open_turn(client, t.index)
@@ -160,6 +169,23 @@ def test_browser_drift_view_shows_tool_call_special_token(page, app_url):
     assert page.locator("#drift-row-view .tk.sp").count() > 0
     assert page.title() == "clean"
     assert page.locator("#drift-view script, #drift-view img, #drift-view iframe").count() == 0
+
+
+@pytest.mark.browser
+def test_browser_gradient_cost_panel_and_sweep_plot(page, app_url):
+    """Opening the Drift tab fills the gradient-cost panel and draws the sweep; choosing trl-message
+    shows its 165 lost tokens (docs/TRAINER.md), all special_token, and the plot's points."""
+    t = _tool_turn()
+    page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn={t.index}")
+    page.wait_for_function("document.querySelector('#token-view .ri-tv')?.dataset.painted > 0", timeout=60000)
+    page.get_by_role("tab", name="Drift").click()
+    page.wait_for_function("document.querySelector('#drift-cost [data-gradient-lost]')", timeout=60000)
+    page.locator("#drift-trainer input").fill("trl-message")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelector('#drift-cost [data-gradient-lost=\"165\"]')", timeout=60000)
+    assert "special_token" in page.locator("#drift-cost [data-table=by-cause]").text_content()
+    page.wait_for_function("document.querySelectorAll('#drift-sweep-plot .scatterlayer .point').length === 5",
+                           timeout=60000)
 
 
 @pytest.mark.browser

@@ -2,6 +2,7 @@
 queryable per-turn parquet, and leaves no Ray process behind."""
 from __future__ import annotations
 
+import math
 import os
 import time
 from pathlib import Path
@@ -84,14 +85,19 @@ def test_bundled_samples_on_ray_equal_the_local_scan(ray_mod, tmp_path):
     from viewer.drift.scanout import turns_table
 
     settings = Settings(ray_num_cpus=2, ray_workers=2)
-    local = scan_source(str(SAMPLE_DIR), settings)
+    local = scan_source(str(SAMPLE_DIR), settings, sweep=(0, 256, math.inf))
     before = _descendants(os.getpid())
     seen = []
     res = ray_mod.scan_with_ray(str(SAMPLE_DIR), settings, out=tmp_path / "scan.parquet",
-                                progress=lambda d, t: seen.append((d, t)))
+                                progress=lambda d, t: seen.append((d, t)), sweep=(0, 256, math.inf))
     assert _no_ray_children(before) == set(), "Ray processes left running after the scan"
     assert local["totals"]["turns"] > 0 and local["totals"]["rollouts"] == 2
     _same_totals(res, local)
+    # the gradient block (per-cause losses, the fork-threshold sweep) sums the same on both engines
+    g, h = res["gradient"], local["gradient"]
+    assert (g["tokens_losing_gradient"], g["by_cause"], g["sweep"]) == (
+        h["tokens_losing_gradient"], h["by_cause"], h["sweep"])
+    assert [p["fork_threshold"] for p in g["sweep"]] == [0, 256, "inf"]
     # both engines write exactly the keys viewer/drift/results.py defines, and the same ones
     assert assert_scan_keys(res) == assert_scan_keys(local)
     assert seen and seen[-1] == (2, 2)

@@ -37,6 +37,7 @@ MODES = (("trl-message", "tool-calls"), ("trl-message", "all"), ("trl-contract",
 # what each trainer really runs with: the opencode example's 1024 on TRL 1.14; TRL 1.16's
 # loop-owning harness forces 0 (lossless_capture=True)
 THRESHOLD = {"trl-message": 1024, "trl-contract": 0}
+SWEEP_CHECKED = (64, 256)  # the fork-threshold sweep's points TRL itself computes too (viewer/drift/costs.py)
 
 
 def _qwen3_dir() -> str:
@@ -76,6 +77,13 @@ def cases(tmp_path_factory, qwen3) -> dict[str, dict]:
                                              "fork_threshold": THRESHOLD[mode], "tokenizer": tdir,
                                              "masks": _sample_masks(folder) if mode == "trl-contract" else None}
         out[f"{name}/trl-contract/None/thr1024"] = {**out[f"{name}/trl-contract/None"], "fork_threshold": 1024}
+    # the special-token what-if's input written by hand: the write call sampled as the special token
+    spelled = write_case(root / "seed-opencode-spelled", CASES["seed-opencode"](qwen3, pieces=False))
+    for mode, turns in MODES[:2]:
+        out[f"seed-opencode-spelled/{mode}/{turns}"] = {**out[f"seed-opencode/{mode}/{turns}"], "folder": spelled}
+    for key in [k for k in out if k.count("/") == 2 and not k.startswith("seed-opencode-spelled")]:
+        for thr in SWEEP_CHECKED:
+            out[f"{key}/sweep{thr}"] = {**out[key], "fork_threshold": thr}
     return out
 
 
@@ -212,3 +220,67 @@ def test_the_cases_cover_what_they_claim(oracle):
     # the sample: TRL 1.14, tool-call turns, keeps 77 of 242 sampled trained tokens (docs/TRAINER.md)
     tiny = oracle["qwen3-tiny/trl-message/tool-calls"]
     assert (tiny["appended_trained"], tiny["kept_trained"], tiny["tokens_losing_gradient"]) == (242, 77, 165)
+
+
+@pytest.mark.parametrize("name", [f"{n}/{m}/{t}" for n in [*CASES, *SAMPLES] for m, t in MODES])
+def test_sweep_and_losses_by_cause_agree_with_trl(name, cases, oracle):
+    """The sweep's points at two thresholds are TRL's own rows, forks and lost tokens, and the
+    per-cause attribution sums to TRL's lost tokens at the trainer's threshold and at both points."""
+    from dataclasses import replace
+
+    from viewer.drift.costs import rollout_costs
+    from viewer.tokenizer import load_local
+
+    case = cases[name]
+    rollout, tr = _ours(case)
+    if "error" in oracle[name]:
+        assert tr.rows is None
+        return
+    tok = load_local(case["tokenizer"])
+    costs = rollout_costs(rollout, tr, tok, thresholds=SWEEP_CHECKED, whatifs=False)
+    assert sum(costs.by_cause.values()) == oracle[name]["tokens_losing_gradient"]
+    assert "unclassified" not in costs.by_cause
+    for thr, point in zip(SWEEP_CHECKED, costs.sweep):
+        want = oracle[f"{name}/sweep{thr}"]
+        assert point["fork_threshold"] == thr
+        assert (point["rows"], point["forked_rows"], point["tokens_losing_gradient"]) == (
+            len(want["rows"]), int(want["tally"]["fork"]), want["tokens_losing_gradient"])
+        at = trainer_rows(rollout, replace(tr.spec, fork_threshold=thr), tok)
+        assert sum(rollout_costs(rollout, at, tok, whatifs=False).by_cause.values()) == want["tokens_losing_gradient"]
+
+
+def test_the_sweep_cases_move(oracle):
+    """At least one input loses a different number of tokens at 64 than at 256 (per TRL)."""
+    assert any(oracle[f"{k}/sweep64"].get("tokens_losing_gradient") != oracle[f"{k}/sweep256"].get(
+        "tokens_losing_gradient") for k in oracle if k.count("/") == 2 and f"{k}/sweep64" in oracle)
+
+
+@pytest.mark.parametrize("turns", ["tool-calls", "all"])
+def test_special_token_what_if_is_trls_rows_on_the_spelled_trace(turns, cases, oracle):
+    """Spelling the sampled <tool_call> pieces as the special token (viewer/drift/whatif.py) gives what
+    TRL builds from the trace whose write call was sampled that way (built by hand in _trainer_cases)."""
+    from viewer.drift.whatif import measure_whatifs
+    from viewer.tokenizer import load_local
+
+    name = f"seed-opencode/trl-message/{turns}"
+    rollout, tr = _ours(cases[name])
+    wi = {w["name"]: w for w in measure_whatifs(rollout, tr, load_local(cases[name]["tokenizer"]))}
+    got, want = wi["special_token_spelling"], oracle[f"seed-opencode-spelled/trl-message/{turns}"]
+    assert got["measured"] and got["baseline_tokens_losing_gradient"] == oracle[name]["tokens_losing_gradient"]
+    assert (got["tokens_losing_gradient"], got["rows"]) == (want["tokens_losing_gradient"], len(want["rows"]))
+    assert got["recovered"] > 0
+
+
+@pytest.mark.parametrize("sample", list(SAMPLES))
+def test_contract_mode_what_if_is_trl_1_16(sample, cases, oracle):
+    """The contract-mode what-if on a message-mode rollout is TRL 1.16's own result on the capture."""
+    from viewer.drift.whatif import measure_whatifs
+    from viewer.tokenizer import load_local
+
+    name = f"{sample}/trl-message/tool-calls"
+    rollout, tr = _ours(cases[name])
+    wi = {w["name"]: w for w in measure_whatifs(rollout, tr, load_local(cases[name]["tokenizer"]))}
+    got, want = wi["contract_mode"], oracle[f"{sample}/trl-contract/None"]
+    assert got["measured"] and (got["tokens_losing_gradient"], got["rows"]) == (
+        want["tokens_losing_gradient"], len(want["rows"]))
+    assert got["recovered"] == oracle[name]["tokens_losing_gradient"] - want["tokens_losing_gradient"] > 0

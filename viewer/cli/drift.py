@@ -14,6 +14,7 @@ from typing import Any
 
 from viewer.config import Settings
 from viewer.drift.corpus import scan_source
+from viewer.drift.costs import parse_thresholds
 from viewer.drift.results import scan_table
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
@@ -60,8 +61,35 @@ def _print_table(res: dict[str, Any]) -> None:
                        if (r.get("row") or {}).get("verdict") == "ERROR"})
         print(f"trainer could not run:  {tr['errors']} rollout(s): {'; '.join(errs)}")
     print(f"tokens losing gradient: {t['tokens_losing_gradient']}")
+    _print_gradient(res.get("gradient"))
     for e in res["errors"]:
         print(f"unreadable: {e['source']}: {e['error']}")
+
+
+def _print_gradient(g: dict[str, Any] | None) -> None:
+    """The ``gradient`` block: tokens lost per cause and per turn, the what-ifs, the sweep."""
+    if not g:
+        return
+    causes = ", ".join(f"{c} {n}" for c, n in sorted(g["by_cause"].items(), key=lambda kv: -kv[1])) or "none"
+    print(f"gradient lost by cause: {causes}")
+    for x in g["by_turn"]:
+        print(f"  {_short(str(x['rollout']))} turn {x['turn']} (realigned at turn {x['at_turn']}): {x['tokens']} "
+              f"{x['cause']}")
+    if g["what_if"]:
+        print("what-if (re-run of the trainer; tokens losing gradient, recovered, rows):")
+    for w in g["what_if"]:
+        line = (f"  {w['name']:<26} {w['tokens_losing_gradient']:>6} (was {w['baseline_tokens_losing_gradient']}), "
+                f"recovered {w['recovered']}, rows {w['rows']} (was {w['baseline_rows']})"
+                if w["measured_rollouts"] else f"  {w['name']:<26} not measured")
+        if w["not_measured"]:
+            line += (" on " if not w["measured_rollouts"] else "; not measured on ") + "; ".join(
+                f"{n} rollout(s): {r}" for r, n in w["not_measured"].items())
+        print(line)
+    if g.get("sweep"):
+        print("fork threshold sweep:   threshold  rows  forked rows  tokens losing gradient")
+        for p in g["sweep"]:
+            print(f"                        {str(p['fork_threshold']):>9}  {p['rows']:>4}  {p['forked_rows']:>11}  "
+                  f"{p['tokens_losing_gradient']:>22}")
 
 
 def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
@@ -74,8 +102,14 @@ def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
             print(f"\rscanned {done}/{total if total is not None else '?'} rollouts", end="", file=sys.stderr,
                   flush=True)
 
+    sweep = None
+    if args.sweep_fork_threshold is not None:
+        try:
+            sweep = parse_thresholds(args.sweep_fork_threshold)
+        except ValueError as e:
+            raise CliError(str(e), BAD_INPUT) from None
     kw = {"tokenizer": args.tokenizer, "trainer": args.trainer, "train_turns": args.train_turns,
-          "fork_threshold": args.fork_threshold}
+          "fork_threshold": args.fork_threshold, "sweep": sweep, "whatifs": not args.no_what_if}
     if args.engine == "ray":
         from viewer.drift.ray_engine import scan_with_ray
 
@@ -126,4 +160,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--fork-threshold", type=int, default=None, metavar="N",
                    help="TRL's fork_threshold_tokens (default: what the trainer runs with: 1024 for trl-message, "
                         "as in the opencode example; 0 for trl-contract, TRL 1.16's lossless_capture default)")
+    p.add_argument("--sweep-fork-threshold", metavar="LIST", default=None,
+                   help="also re-run the trainer at each of these fork thresholds (e.g. 0,64,256,1024,inf) and "
+                        "report rows, forked rows and tokens losing gradient per threshold (summed over rollouts)")
+    p.add_argument("--no-what-if", action="store_true",
+                   help="skip the what-ifs (the trainer re-run on modified inputs: engine prompt ids, contract "
+                        "mode, template kwargs, special-token spelling...); they re-render prompts")
     p.set_defaults(func=_cmd_drift)

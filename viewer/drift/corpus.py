@@ -199,7 +199,8 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
                 cancel: threading.Event | None = None, plain: bool = True,
                 chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None,
                 trainer: str | None = None, train_turns: str | None = None,
-                fork_threshold: int | None = None) -> ScanResult:
+                fork_threshold: int | None = None, sweep: tuple[float, ...] | None = None,
+                whatifs: bool = False) -> ScanResult:
     """Scan SOURCE (a path / spec, or rollouts already in memory) with :func:`viewer.drift.scan`.
 
     Tokenizer: ``tok`` when given; else the ``tokenizer`` override (it must load, or
@@ -212,10 +213,12 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     readable rollout. ``on_rollout`` sees every rollout as it is read (the UI keeps a few).
     ``trainer`` / ``train_turns`` / ``fork_threshold`` name the trainer semantics
     (:mod:`viewer.drift.trainer`; None = what each rollout supports); the result's
-    ``trainer`` block says which ran, with TRL's tally summed over rollouts.
+    ``trainer`` block says which ran, with TRL's tally summed over rollouts. ``sweep`` /
+    ``whatifs``: the ``gradient`` block's fork-threshold sweep and what-ifs (:mod:`viewer.drift.costs`).
     """
     from viewer import drift
     from viewer.drift.results import empty_totals, new_trainer_block
+    from viewer.drift.costs import merge_gradient, new_gradient_block
     from viewer.drift.scan import merge_trainer
     from viewer.drift.trainer import check_args
     from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
@@ -252,7 +255,8 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
         fixed = None
     pick = (lambda r: fixed) if fixed is not None else _TokenizerCache(settings)
     total = rollouts.total() if hasattr(rollouts, "total") else len(rollouts)
-    out: dict[str, Any] = {"turns": [], "totals": {}, "trainer": new_trainer_block(thr)}
+    out: dict[str, Any] = {"turns": [], "totals": {}, "trainer": new_trainer_block(thr),
+                           "gradient": new_gradient_block()}
     names: dict[str | None, str] = {}
     done = 0
     batch: list[Rollout] = []
@@ -270,12 +274,13 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
 
         res = drift.scan(batch, batch_choice.tokenizer, progress=prog, cancel=cancel, plain=plain,
                          chunk_rollouts=chunk_rollouts, trainer=trainer, train_turns=train_turns,
-                         fork_threshold=thr)
+                         fork_threshold=thr, sweep=sweep, whatifs=whatifs)
         for rec in res["turns"]:
             rec["tokenizer"] = batch_choice.name
         out["turns"].extend(res["turns"])
         _merge(out["totals"], res["totals"])
         merge_trainer(out["trainer"], res["trainer"])
+        merge_gradient(out["gradient"], res["gradient"])
         names.setdefault(batch_choice.name, batch_choice.message)
         done += len(batch)
         batch.clear()

@@ -173,6 +173,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
     import pyarrow.compute as pc
 
     from viewer.drift.results import empty_totals, new_trainer_block
+    from viewer.drift.costs import merge_gradient, new_gradient_block
     from viewer.drift.scan import merge_trainer
     from viewer.drift.scanout import ParquetSink, records_from_table
     from viewer.drift.corpus import _merge
@@ -181,7 +182,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
     blocks = plan_blocks(source, settings, limit)
     total = sum(len(b["rows"]) if b["rows"] is not None else 1 for b in blocks)
     res: dict[str, Any] = {"turns": [], "totals": {}, "trainer": new_trainer_block(kw.get("fork_threshold")),
-                           "errors": []}
+                           "gradient": new_gradient_block(), "errors": []}
     names: dict[str, str] = {}
     sink = ParquetSink(out)
     started = _init_ray(settings, address)
@@ -210,6 +211,8 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
                     _merge(res["totals"], part["totals"])
                     if part["trainer"] is not None:
                         merge_trainer(res["trainer"], part["trainer"])
+                    if part.get("gradient") is not None:
+                        merge_gradient(res["gradient"], part["gradient"])
                     res["errors"].extend(part["errors"])
                     for t in part["tokenizers"]:
                         names.setdefault(t["name"], t["note"])

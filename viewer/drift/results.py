@@ -17,7 +17,7 @@ from typing import Any, Literal, NotRequired, TypedDict, get_args, get_origin, g
 from viewer.drift.rows import Tally
 
 __all__ = ["RetokenizeResult", "TemplateResult", "PrefixResult", "RowResult", "TurnRecord", "TrainerTally",
-           "TrainerBlock", "ScanTotals", "ScanResult", "ScanError", "TokenizerUsed", "CHECKS", "SECTIONS",
+           "TrainerBlock", "ScanTotals", "SweepPoint", "LostAt", "WhatIf", "GradientBlock", "ScanResult", "ScanError", "TokenizerUsed", "CHECKS", "SECTIONS",
            "empty_totals", "new_trainer_block", "turn_columns", "optional_keys", "SCAN_COLUMNS", "scan_table"]
 
 # the three checks every turn gets (viewer.drift.checks), in the order totals count them
@@ -61,6 +61,7 @@ class RowResult(TypedDict):
     drift: NotRequired[int]
     tokens_losing_gradient: NotRequired[int]
     kept_trained: NotRequired[int]
+    lost_cause: NotRequired[str]  # the cause of the divergence this turn's REALIGN cut at (viewer.drift.costs)
     reason: NotRequired[str]  # NOT_IN_CHAIN / ERROR
 
 
@@ -117,6 +118,51 @@ class ScanError(TypedDict):
     error: str
 
 
+class SweepPoint(TypedDict):
+    """The trainer re-run at one fork threshold (viewer.drift.costs.sweep), summed over rollouts."""
+    fork_threshold: int | str  # "inf": no drift forks by its size
+    rows: int
+    forked_rows: int
+    tokens_losing_gradient: int
+    trained_tokens: int
+    kept_trained_tokens: int
+
+
+class LostAt(TypedDict):
+    """Trained tokens of ``turn``'s output that ``at_turn``'s REALIGN overwrote, and why."""
+    rollout: str
+    turn: int | None
+    at_turn: int
+    tokens: int
+    cause: str  # a CAUSES name, or "unclassified" (no tokenizer)
+    al_class: str | None
+    matched: int
+    drift: int
+    evidence: str
+
+
+class WhatIf(TypedDict):
+    """One measured what-if (viewer.drift.whatif), summed over the rollouts where it could run."""
+    name: str
+    what: str
+    measured_rollouts: int
+    not_measured: dict[str, int]  # reason → rollouts
+    baseline_tokens_losing_gradient: int
+    tokens_losing_gradient: int
+    recovered: int
+    rows: int
+    baseline_rows: int
+
+
+class GradientBlock(TypedDict):
+    """What each cause costs in gradient (viewer.drift.costs); ``by_cause`` sums to the total."""
+    tokens_losing_gradient: int
+    by_cause: dict[str, int]
+    by_turn: list[LostAt]
+    what_if: list[WhatIf]
+    sweep: list[SweepPoint] | None
+
+
 class TokenizerUsed(TypedDict):
     name: str | None
     note: str
@@ -126,6 +172,7 @@ class ScanResult(TypedDict):
     turns: list[TurnRecord]
     totals: ScanTotals
     trainer: TrainerBlock
+    gradient: GradientBlock
     # added by viewer.drift.corpus.scan_source
     source: NotRequired[str]
     tokenizer: NotRequired[str | None]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from viewer.drift.causes import classify_divergence, common_prefix
+from viewer.drift.costs import merge_gradient, new_gradient_block, rollout_costs
 from viewer.drift.checks import _need_tokenizer, _oov_reason, _render_text, _roundtrip_result, _template_unchecked
 from viewer.drift.checks import prefix_audit
 from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_rows
@@ -30,6 +31,8 @@ class _TrainerChoice:
     mode: str | None
     train_turns: str | None
     fork_threshold: int | None
+    sweep: tuple[float, ...] | None = None  # fork thresholds to re-stitch at (viewer.drift.costs.sweep)
+    whatifs: bool = False  # measure the what-ifs (viewer.drift.whatif): re-renders, so opt-in
 
     def check(self) -> None:
         check_args(self.mode, self.train_turns, self.fork_threshold)
@@ -91,7 +94,7 @@ def _batch_encode(tok, texts: list[str]) -> list[list[int]]:
 
 
 def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, trainer: _TrainerChoice,
-                totals: dict[str, Any]) -> list[dict[str, Any]]:
+                totals: dict[str, Any], gradient: dict[str, Any]) -> list[dict[str, Any]]:
     items: list[tuple[str, Turn, Turn | None]] = []
     for name, r in chunk:
         prev = None
@@ -180,6 +183,9 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
         for k in ("rows", "forked_rows", "tokens_losing_gradient"):
             totals[k] += tot[k]
         _add_trainer(totals["trainer"], tr)
+        cost = rollout_costs(r, tr, tok, thresholds=trainer.sweep, whatifs=trainer.whatifs)
+        merge_gradient(gradient, cost.to_dict(), rollout=name)
+        lost_cause = {x.at_turn: x.cause for x in cost.lost}
         for rec in recs:
             if rec["rollout"] != name:
                 continue
@@ -187,6 +193,8 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
             if v is not None:
                 rec["row"] = RowResult(verdict=v.verdict, matched=v.matched, drift=v.drift,
                                        tokens_losing_gradient=v.tokens_losing_gradient, kept_trained=v.kept_trained)
+                if v.turn in lost_cause:
+                    rec["row"]["lost_cause"] = lost_cause[v.turn]
             else:
                 rec["row"] = RowResult(verdict="ERROR" if tr.error else "NOT_IN_CHAIN",
                                        reason=tr.error or tr.excluded_reason(rec["turn"]))
@@ -219,7 +227,8 @@ def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
 def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None], None] | None = None,
          cancel: threading.Event | None = None, *, plain: bool = True, chunk_rollouts: int = 32,
          trainer: str | None = None, train_turns: str | None = None,
-         fork_threshold: int | None = None) -> ScanResult:
+         fork_threshold: int | None = None, sweep: tuple[float, ...] | None = None,
+         whatifs: bool = False) -> ScanResult:
     """Drift over a dataset (agent turns), JSON-able. See the module doc for the checks.
 
     Per turn: ``retokenize`` {equal, first_mismatch, changed_spans, cause}, ``template``
@@ -231,19 +240,22 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
     trip could not run (``unchecked_by_check`` splits all three); ``by_cause`` counts
     turns per cause (a turn counts once per distinct cause). ``trainer``/``train_turns``
     name the trainer semantics (:mod:`viewer.drift.trainer`; None = what each rollout
-    supports); ``totals.trainer`` says which ran and sums TRL's tally. ``progress(done_rollouts, total_or_None)`` is called per chunk; when ``cancel``
+    supports); ``totals.trainer`` says which ran and sums TRL's tally. ``gradient``: the trained
+    tokens losing their gradient by cause and by turn (:mod:`viewer.drift.costs`), plus the
+    fork-threshold ``sweep`` when thresholds are given and the measured what-ifs when ``whatifs``. ``progress(done_rollouts, total_or_None)`` is called per chunk; when ``cancel``
     is set the scan stops between chunks and returns what it has (``cancelled: true``).
     """
     total = len(rollouts) if isinstance(rollouts, Sized) else None
     table = token_table(tok) if tok is not None else None
     totals: dict[str, Any] = {**empty_totals(), "trainer": new_trainer_block(fork_threshold)}
-    choice = _TrainerChoice(trainer, train_turns, fork_threshold)
+    choice = _TrainerChoice(trainer, train_turns, fork_threshold, tuple(sweep) if sweep else None, whatifs)
+    gradient = new_gradient_block()
     choice.check()
     turns: list[dict[str, Any]] = []
     chunk: list[tuple[str, Rollout]] = []
 
     def flush() -> None:
-        for rec in _scan_chunk(chunk, tok, table, plain, choice, totals):
+        for rec in _scan_chunk(chunk, tok, table, plain, choice, totals, gradient):
             _tally(rec, totals)
             turns.append(rec)
         totals["rollouts"] += len(chunk)
@@ -267,4 +279,4 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
         chunk.clear()
     if cancel is not None and cancel.is_set():
         totals["cancelled"] = True
-    return {"turns": turns, "totals": totals, "trainer": totals.pop("trainer")}
+    return {"turns": turns, "totals": totals, "trainer": totals.pop("trainer"), "gradient": gradient}

@@ -89,6 +89,7 @@ class TrainerRows:
     excluded: list[Excluded] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    inputs: list[TrainerTurn] = field(default_factory=list)  # what was stitched (re-run by viewer.drift.costs)
 
     @property
     def tally(self) -> Tally:
@@ -246,6 +247,7 @@ def trainer_rows(rollout: Rollout, spec: TrainerSpec, tok) -> TrainerRows:
     res = TrainerRows(spec)
     try:
         turns, res.excluded, res.notes = trainer_inputs(rollout, spec, tok)
+        res.inputs = turns
         res.rows = stitch(turns, fork_threshold=spec.fork_threshold, validate=spec.mode == CONTRACT)
     except ValueError as e:
         res.error = str(e)

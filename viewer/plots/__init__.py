@@ -1,5 +1,5 @@
 """Plotly figures over Rollout / Turn values (no gradio here): ``logprob`` (a rollout's logprobs),
-``drift`` (scan results), ``delta`` (rescore: trainer − sampler logprobs), ``style`` (the shared look).
+``drift`` (scan results), ``delta`` (rescore: trainer − sampler logprobs), ``costs`` (the fork-threshold sweep), ``style`` (the shared look).
 
 Conventions shared by every figure:
 
@@ -13,10 +13,12 @@ Conventions shared by every figure:
 * an input without logprobs gives a figure with a "no logprobs recorded" annotation,
   never an exception.
 """
+from .costs import gradient_sweep_figure
 from .delta import delta_figure, ratio_histogram
 from .drift import drift_cause_figure, drift_rollout_figure
 from .logprob import histogram_figure, logprob_figure, trained_runs, turn_mask, turns_figure
 from .style import MAX_POINTS, MAX_SHADED_RUNS, NO_LOGPROBS
 
 __all__ = ["MAX_POINTS", "NO_LOGPROBS", "MAX_SHADED_RUNS", "histogram_figure", "logprob_figure", "trained_runs",
-           "turns_figure", "turn_mask", "drift_cause_figure", "drift_rollout_figure", "delta_figure", "ratio_histogram"]
+           "turns_figure", "turn_mask", "drift_cause_figure", "drift_rollout_figure", "delta_figure", "ratio_histogram",
+           "gradient_sweep_figure"]

@@ -7,11 +7,13 @@ ever assigns with ``textContent``. Never put data into a Gradio ``html_template`
 CSS lives in ``viewer/ui/assets/app.css``, sent once with the page, never per render.
 
 One module per screen: ``tokens`` (token-view payloads, from the values in ``payload``), ``delta``
-(rescore: Δ arrays, summary), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``status``
-(Datasets/Capture lines), ``compare`` (Compare tab), ``certify`` (Template tab), ``health`` (Health tab: lint hits), ``present`` (presenter mode), ``page`` (the title).
+(rescore: Δ arrays, summary), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``costs``
+(its gradient-cost panel), ``status`` (Datasets/Capture lines), ``compare`` (Compare tab), ``certify`` (Template tab),
+``health`` (Health tab: lint hits), ``present`` (presenter mode), ``page`` (the title).
 """
 from .certify import certify_card_html, certify_case_label, certify_views
 from .compare import compare_html, pair_label
+from .costs import gradient_cost_html
 from .conversation import conversation_html, problems_html, rollout_header, task_html
 from .drift import (drift_empty_html, drift_note_html, drift_prefix_html, drift_rows_html, drift_roundtrip_html,
                     drift_scan_html, drift_template_html, drift_turn_html)
@@ -31,4 +33,4 @@ __all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_paylo
            "drift_scan_html", "drift_note_html", "dataset_status_html", "capture_progress_html", "compare_html",
            "pair_label", "presenter_payload", "presenter_template", "title_html", "turn_delta", "rescore_summary_html",
            "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS", "certify_card_html", "certify_case_label",
-           "certify_views", "health_html", "health_empty_html"]
+           "certify_views", "health_html", "health_empty_html", "gradient_cost_html"]

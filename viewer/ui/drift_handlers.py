@@ -22,7 +22,8 @@ import pandas as pd
 from .. import plots, render
 from ..budgets import limits
 from ..config import Settings
-from ..drift import MODES, TRAIN_TURNS, choose_spec, turn_report
+from ..drift import MODES, TRAIN_TURNS, choose_spec, trainer_rows, turn_report
+from ..drift.costs import DEFAULT_SWEEP, merge_gradient, new_gradient_block, rollout_costs
 from ..drift.corpus import ScanInputError, scan_source
 from ..drift.ray_engine import scan_with_ray
 from ..drift.results import SCAN_COLUMNS, scan_table
@@ -107,6 +108,18 @@ def _report(store, key: str | None, index, trainer: str | None = None,
                         lambda: turn_report(op.rollout, index, op.choice.tokenizer, tokenizer_name=op.choice.name,
                                             spec=spec))
     return op, rep
+
+
+def _rollout_gradient(op, spec) -> tuple[dict[str, Any] | None, str | None]:
+    """The open rollout's ``gradient`` block under ``spec`` (sweep + measured what-ifs), or why not."""
+    tok = op.choice.tokenizer
+    tr = trainer_rows(op.rollout, spec, tok)
+    if tr.error is not None:
+        return None, f"No trainer rows ({spec.mode}): {tr.error}"
+    block = new_gradient_block()
+    merge_gradient(block, rollout_costs(op.rollout, tr, tok, thresholds=DEFAULT_SWEEP).to_dict(),
+                   rollout=str(op.rollout.source))
+    return block, None
 
 
 def _safe_name(text: str) -> str:
@@ -202,6 +215,20 @@ class TurnPanel:
             paths.append(str(p))
         return paths
 
+    def costs(self, key: str | None, trainer: str | None = AUTO, train_turns: str | None = "tool-calls") -> list:
+        """[gradient-cost HTML, sweep figure] of the open rollout under the selected trainer."""
+        op = self.store.get(key)
+        if op is None:
+            return [render.gradient_cost_html(None), plots.gradient_sweep_figure(None)]
+        spec = _spec(op.rollout, trainer, train_turns)
+        block, error = self.store.derived(op.key, ("gradient", spec), lambda: _rollout_gradient(op, spec))
+        if error:
+            return [render.notice_html(error, "error"), plots.gradient_sweep_figure(None)]
+        return [render.gradient_cost_html(block, f"open rollout, {spec.label}"), plots.gradient_sweep_figure(block)]
+
+    def costs_follow(self, on: bool, key, trainer, train_turns) -> list:
+        return self.costs(key, trainer, train_turns) if on else [gr.skip(), gr.skip()]
+
     def jump_turn(self, key: str | None, index):
         if self.store.get(key) is None or index is None:
             return [gr.skip()] * len(self.browse.turn_outputs)
@@ -269,26 +296,26 @@ class ScanPanel:
                 except ValueError as e:
                     return fail(str(e))
                 if engine == "ray":  # blocks scanned by Ray actors; totals as the local engine's
-                    res = scan_with_ray(p, settings, limit=lim, progress=prog, cancel=cancel)
+                    res = scan_with_ray(p, settings, limit=lim, progress=prog, cancel=cancel, sweep=DEFAULT_SWEEP)
                 else:  # rows of data files in the folder have no path of their own: kept to reopen
                     res = scan_source(p, settings, limit=lim, progress=prog, cancel=cancel,
-                                      on_rollout=keep_unpathed(entry))
+                                      on_rollout=keep_unpathed(entry), sweep=DEFAULT_SWEEP)
             elif what == "Hub dataset":
                 spec = (hub_text or "").strip()
                 if not spec.startswith("hf://"):
                     return fail("Give a Hub dataset as hf://datasets/OWNER/NAME.")
                 if engine == "ray":
-                    res = scan_with_ray(spec, settings, limit=lim, progress=prog, cancel=cancel)
+                    res = scan_with_ray(spec, settings, limit=lim, progress=prog, cancel=cancel, sweep=DEFAULT_SWEEP)
                 else:
                     res = scan_source(spec, settings, limit=lim, progress=prog, cancel=cancel,
-                                      on_rollout=keep_unpathed(entry))
+                                      on_rollout=keep_unpathed(entry), sweep=DEFAULT_SWEEP)
             else:
                 op = store.get(key)
                 if op is None:
                     return fail("Open a rollout first (or scan a folder of captures).")
                 entry["keys"][op.rollout.source] = op.key
                 res = scan_source(op.rollout, settings, tok=op.choice.tokenizer, tok_name=op.choice.name,
-                                  progress=prog, cancel=cancel)
+                                  progress=prog, cancel=cancel, sweep=DEFAULT_SWEEP, whatifs=True)
                 if op.choice.tokenizer is None:
                     res["tokenizer_note"] = op.choice.message
         except ScanInputError as e:
@@ -309,6 +336,16 @@ class ScanPanel:
             notes.append("cancelled: partial results")
         df, fig = self.results(sid, cause)
         return [sid, render.drift_scan_html(res, " · ".join(notes)), df, fig, plots.drift_rollout_figure(res)]
+
+    @staticmethod
+    def costs(sid: str | None) -> list:
+        """[gradient-cost HTML, sweep figure] of scan ``sid`` (summed over its rollouts)."""
+        entry = _SCANS.peek(sid) if sid else None
+        g = entry["result"].get("gradient") if entry is not None else None
+        if g is None:
+            return [gr.skip(), gr.skip()]
+        n = entry["result"]["totals"].get("rollouts", 0)
+        return [render.gradient_cost_html(g, f"scan of {n} rollout(s)"), plots.gradient_sweep_figure(g)]
 
     @staticmethod
     def cancel_scan(sid: str | None) -> str:

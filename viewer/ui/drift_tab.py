@@ -43,6 +43,12 @@ def build(settings: Settings, store, browse) -> None:
         row_view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
                            elem_id="drift-row-view", apply_default_css=False)
 
+    # what each cause costs (viewer.drift.costs): the open rollout's, replaced by a scan's once one runs
+    with gr.Accordion("Gradient cost: tokens losing gradient by cause, fork-threshold sweep, what-ifs", open=True,
+                      elem_id="drift-cost-panel"):
+        sweep_plot = gr.Plot(elem_id="drift-sweep-plot", show_label=False)
+        cost_html = gr.HTML(render.gradient_cost_html(None), elem_id="drift-cost")
+
     with gr.Accordion("Dataset scan", open=True, elem_id="drift-scan-panel"):
         with gr.Row(equal_height=True):
             scope = gr.Radio(SCOPES, value=SCOPES[0], label="Scan", elem_id="drift-scan-scope", scale=2)
@@ -75,9 +81,16 @@ def build(settings: Settings, store, browse) -> None:
     visible = gr.State(False)
     pick = [trainer_pick, turns_pick]
     fast = browse.fast  # one turn's checks, cached for every visitor: browsing, not long work
-    refresh.click(tp.show, [browse.key, browse.turn, *pick], view_outputs, api_name="drift_turn", **fast)
+    cost_outputs = [cost_html, sweep_plot]
+    refresh.click(tp.show, [browse.key, browse.turn, *pick], view_outputs, api_name="drift_turn", **fast).then(
+        tp.costs, [browse.key, *pick], cost_outputs, api_name="drift_costs", **fast)
     browse.tabs.select(tp.on_tab, [browse.key, browse.turn, *pick], [visible] + view_outputs,
-                       api_visibility="private", show_progress="hidden", **fast)
+                       api_visibility="private", show_progress="hidden", **fast).then(
+        tp.costs_follow, [visible, browse.key, *pick], cost_outputs, api_visibility="private",
+        show_progress="hidden", **fast)
+    for comp in (browse.key, trainer_pick, turns_pick):  # the cost is per rollout and trainer, not per turn
+        comp.change(tp.costs_follow, [visible, browse.key, *pick], cost_outputs, api_visibility="private",
+                    show_progress="hidden", **fast)
     for comp in (browse.turn, browse.key, trainer_pick, turns_pick):
         comp.change(tp.follow, [visible, browse.key, browse.turn, *pick], view_outputs, api_visibility="private",
                     show_progress="hidden", **fast)
@@ -93,7 +106,8 @@ def build(settings: Settings, store, browse) -> None:
         [scan_id, scan_summary, table, cause_plot, rollout_plot], api_name="drift_scan",
         # Long work: its own queue, one scan at a time on this machine's cores, so scans never
         # hold up browsing; a visitor who waits sees their place in it (show_progress="full").
-        concurrency_id="long-work", concurrency_limit=1, show_progress="full")
+        concurrency_id="long-work", concurrency_limit=1, show_progress="full").then(
+        sp.costs, [scan_id], cost_outputs, api_visibility="private", queue=False)
     cancel_btn.click(sp.cancel_scan, [scan_id], scan_summary, api_name="drift_cancel", queue=False)
     cause_f.change(sp.results, [scan_id, cause_f], [table, cause_plot], api_name="drift_filter")
     table.select(sp.on_pick, [scan_id], browse.outputs + [browse.tabs], api_visibility="private", **browse.shows)
