@@ -16,6 +16,7 @@ from .drift import (drift_empty_html, drift_note_html, drift_prefix_html, drift_
                     drift_scan_html, drift_template_html, drift_turn_html)
 from .delta import RESCORE_COLUMNS, rescore_note_html, rescore_summary_html, rescore_turn_rows, turn_delta
 from .escape import esc, notice_html, safe_json
+from .importance import importance_html
 from .page import title_html
 from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions
 from .present import presenter_payload, presenter_template
@@ -27,5 +28,5 @@ __all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_paylo
            "rollout_header", "conversation_html", "task_html", "problems_html", "drift_turn_html",
            "drift_roundtrip_html", "drift_template_html", "drift_prefix_html", "drift_rows_html", "drift_empty_html",
            "drift_scan_html", "drift_note_html", "dataset_status_html", "capture_progress_html", "compare_html",
-           "pair_label", "presenter_payload", "presenter_template", "title_html", "turn_delta", "rescore_summary_html",
+           "pair_label", "presenter_payload", "presenter_template", "title_html", "turn_delta", "importance_html", "rescore_summary_html",
            "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS"]

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["MODES", "DEFAULT_MODE", "DEFAULT_CLIP_MAX", "DEFAULT_CLIP_MIN", "METRICS", "IsResult", "check_bounds",
-           "importance", "kl", "effect", "batch_from_rescore", "tokens_from_rescore"]
+           "importance", "kl", "effect", "batch_from_rescore", "tokens_from_rescore", "marks"]
 
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # TRL 1.16 GRPOConfig's defaults (tests/test_importance.py reads them from TRL itself and must agree)
@@ -67,8 +67,11 @@ class IsResult:
     metrics: dict[str, float]
 
     def changed(self, r: int) -> np.ndarray:
-        """Trained positions of row ``r`` whose weight the bounds changed (clipped or zeroed)."""
-        return self.mask[r] & (self.ratio[r] != self.raw[r])
+        """Trained positions of row ``r`` whose unbounded ratio lies outside the bounds: clipped by a
+        truncate mode, zeroed by a mask mode."""
+        lo = np.float32(-np.inf if self.clip_min is None else self.clip_min)
+        hi = np.float32(np.inf if self.clip_max is None else self.clip_max)
+        return self.mask[r] & ((self.raw[r] < lo) | (self.raw[r] > hi))
 
 
 def _f32(values: Sequence[Any]) -> np.ndarray:
@@ -208,6 +211,17 @@ def tokens_from_rescore(result: Any, res: IsResult) -> list[dict[str, Any]]:
         for i, (p, turn, tid, s, v) in enumerate(toks):
             out.append({"row": row, "turn": turn, "position": p, "id": tid, "sampler": _num(s), "trainer": _num(v),
                         "ratio": _num(float(res.ratio[k][i]))})
+    return out
+
+
+def marks(result: Any, mode: str, clip_min: float | None, clip_max: float | None) -> dict[tuple[int, int], Any]:
+    """(row, position) → (ratio applied, changed by the bounds) for every trained token of a rescore."""
+    res = importance(batch_from_rescore(result), mode, clip_min, clip_max)
+    out = {}
+    for k, (row, toks) in enumerate(_rescore_rows(result)):
+        ch = res.changed(k)
+        for i, x in enumerate(toks):
+            out[(row, x[0])] = (float(res.ratio[k][i]), bool(ch[i]))
     return out
 
 

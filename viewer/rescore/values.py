@@ -91,6 +91,8 @@ class RescoreResult:
     cancelled: bool = False
     notes: list[str] = field(default_factory=list)
     rows: int = 0  # trainer rows in the batch (a row without trained tokens is still a sequence to TRL)
+    # (mode, clip min, clip max) the app marks tokens with (viewer.rescore.importance); None: no marks
+    is_choice: tuple[str, float | None, float | None] | None = None
 
     def turn(self, index: int) -> TurnDelta | None:
         return next((t for t in self.turns if t.turn == index), None)
