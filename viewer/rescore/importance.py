@@ -111,7 +111,8 @@ def importance(rows: Sequence[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]
             masks.append(m)
             d = np.abs(t - s)[m]
             deltas.append(d[~np.isnan(d)])
-    return IsResult(mode, clip_min, clip_max, ratios, raws, masks, _metrics(deltas, flat))
+        metrics = _metrics(deltas, flat)  # a float32 mean of huge ratios may overflow to inf, as in torch
+    return IsResult(mode, clip_min, clip_max, ratios, raws, masks, metrics)
 
 
 def _metrics(deltas: list[np.ndarray], flat: list[np.ndarray]) -> dict[str, float]:
