@@ -14,7 +14,7 @@ from screenshot import ARGS
 def main(url: str, out: str) -> None:
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        pg = b.new_page(viewport={"width": 1400, "height": 1800})
+        pg = b.new_page(viewport={"width": 1400, "height": 2400})
         pg.goto(f"{url}/?source=sample:smollm2&turn=1&__theme=light")
         pg.wait_for_function("document.querySelector('#token-view .ri-tv')?.dataset.painted > 0", timeout=60000)
         pg.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
@@ -41,7 +41,7 @@ def main(url: str, out: str) -> None:
         top = pg.locator("#token-view").bounding_box()
         bottom = pg.locator("#is-view").bounding_box()
         pg.screenshot(path=out, clip={"x": 0, "y": max(0, top["y"] - 10), "width": 1400,
-                                      "height": min(1800, bottom["y"] + bottom["height"] - top["y"] + 20)})
+                                      "height": min(2400, bottom["y"] + bottom["height"] - top["y"] + 20)})
         b.close()
 
 
