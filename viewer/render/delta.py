@@ -41,11 +41,12 @@ def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any
     seq = None
     if choice and choice[0].startswith("sequence") and any(ism):  # one ratio per row: the whole row is hit
         seq = ("zeroed" if choice[0].endswith("_mask") else "clipped", next(v for v in isr if v is not None))
-    return {"tr": tr, "dl": dl, "model": result.model, "thr": result.threshold,
-            "is": {"mode": choice[0], "min": choice[1], "max": choice[2], "r": isr, "m": ism,
-                   "seq": seq} if choice and marks else None,
-            "ctx": td.context if td is not None else None, "ctx_at": td.context_at if td is not None else None,
-            "verdict": td.verdict if td is not None else None, "row": td.row if td is not None else None}
+    out = {"tr": tr, "dl": dl, "model": result.model, "thr": result.threshold,
+           "ctx": td.context if td is not None else None, "ctx_at": td.context_at if td is not None else None,
+           "verdict": td.verdict if td is not None else None, "row": td.row if td is not None else None}
+    if choice and marks:  # only with an IS choice: the payload without one stays as it was
+        out["is"] = {"mode": choice[0], "min": choice[1], "max": choice[2], "r": isr, "m": ism, "seq": seq}
+    return out
 
 
 def rescore_turn_rows(result: Any) -> list[list[Any]]:
