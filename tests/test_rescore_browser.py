@@ -51,3 +51,30 @@ def test_delta_mode_after_rescore_and_hover(page, app_url):
     # switching back keeps delta available
     page.locator("#token-view button[data-mode=mask]").click()
     assert page.locator("#token-view .tk[class*=' d']").count() == 0
+    # TRL's IS correction: a clip max just above 1 zeroes the whole row in the default sequence_mask (its
+    # sequence ratio is 1.0016 on this sample in bf16), the legend says so, hover names the ratio applied,
+    # the table has the four modes
+    page.locator("#token-view button[data-mode=delta]").click()
+    page.locator("#is-max textarea, #is-max input").first.fill("1.0005")
+    page.locator("#is-max textarea, #is-max input").first.press("Enter")
+    page.wait_for_function("document.querySelectorAll('#token-view .tk.isz:not(.ri-legend *)').length > 10", timeout=60000)
+    assert "whole row zeroed by sequence_mask" in page.locator("#token-view .ri-legend").text_content()
+    table = page.locator("#is-view").text_content()
+    assert all(m in table for m in ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask"))
+    assert "sampling/importance_sampling_ratio/mean" in table
+    tok = page.locator("#token-view .tk.isz:not(.ri-legend *)").nth(3)
+    tok.scroll_into_view_if_needed()
+    tok.hover()
+    tip.wait_for(state="visible")
+    text = tip.text_content()
+    assert "IS sequence_mask [none, 1.0005]: ratio 0 · ZEROED" in text, text
+    page.locator("#is-mode input").click()
+    page.get_by_role("option", name="token_truncate").click()
+    page.wait_for_function("document.querySelectorAll('#token-view .tk.isc:not(.ri-legend *)').length > 0", timeout=60000)
+    assert page.locator("#token-view .tk.isz:not(.ri-legend *)").count() == 0
+    # a bound that is not a number: a message in the panel, no marks, the app keeps working
+    page.locator("#is-max textarea, #is-max input").first.fill("lots")
+    page.locator("#is-max textarea, #is-max input").first.press("Enter")
+    page.wait_for_function("document.querySelector('#is-view').textContent.includes('clip max must be a number')",
+                           timeout=60000)
+    page.wait_for_function("document.querySelectorAll('#token-view .tk.isc:not(.ri-legend *)').length === 0", timeout=60000)

@@ -6,9 +6,11 @@ loaded is bad input (2), ``--fail-on-findings`` exits 1 when a token is flagged.
 from __future__ import annotations
 
 import argparse
+import math
 
 from viewer.capture.models import MODELS
 from viewer.config import Settings
+from viewer.rescore import importance as IS
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
 
@@ -36,7 +38,36 @@ def add_parser(sub) -> None:
                    help="divide the trainer's logits by this (default: 1.0 for raw sampler logprobs, the request's "
                         "temperature for processed ones)")
     add_setting_option(p, "--threshold", "rescore_flag_delta", type=float, default=None)
+    p.add_argument("--is-mode", choices=IS.MODES, default=IS.DEFAULT_MODE,
+                   help="TRL GRPO's vllm_importance_sampling_mode for the ratios in --json (default %(default)s, "
+                        "TRL 1.16's)")
+    p.add_argument("--is-max", type=_bound, default=IS.DEFAULT_CLIP_MAX, metavar="C",
+                   help="vllm_importance_sampling_clip_max, a number or none (default %(default)s, TRL 1.16's)")
+    p.add_argument("--is-min", type=_bound, default=IS.DEFAULT_CLIP_MIN, metavar="C",
+                   help="vllm_importance_sampling_clip_min, a number or none (default %(default)s, TRL 1.16's)")
     p.set_defaults(func=_cmd_rescore)
+
+
+def _bound(text: str) -> float | None:
+    if text.strip().lower() in ("none", ""):
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number or none: {text!r}") from None
+    if not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return v
+
+
+def importance_doc(res, mode: str, clip_min: float | None, clip_max: float | None) -> dict:
+    """``--json``'s ``importance``: TRL's ratios for every trained token and its five metrics (docs/MISMATCH.md)."""
+    batch = IS.batch_from_rescore(res)
+    r = IS.importance(batch, mode, clip_min, clip_max)
+    return {"mode": mode, "clip_min": clip_min, "clip_max": clip_max, "sequences": len(batch),
+            "metrics": {k: (v if math.isfinite(v) else None) for k, v in r.metrics.items()},
+            "effect": IS.effect(batch, clip_min, clip_max), "kl": IS.kl(batch),
+            "tokens": IS.tokens_from_rescore(res, r)}
 
 
 def _fmt(v) -> str:
@@ -58,6 +89,10 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
         settings = replace(settings, rescore_flag_delta=float(args.threshold))
     if args.temperature is not None and args.temperature <= 0:
         raise CliError("--temperature must be > 0", BAD_INPUT)
+    try:
+        IS.check_bounds(args.is_mode, args.is_min, args.is_max)
+    except ValueError as e:
+        raise CliError(f"--is-mode/--is-min/--is-max: {e}", BAD_INPUT) from None
     ro = load_source(args.source, settings)
     spec = choose_spec(ro, args.trainer, args.train_turns, args.fork_threshold)
     # the tokenizer the app reads this rollout with; only trl-message re-renders prompts through it
@@ -69,7 +104,8 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
         raise  # their own exit codes (common.exit_code)
     except (ValueError, RuntimeError, OSError) as e:  # a model that cannot be loaded, a rollout it cannot train on
         raise CliError(str(e), BAD_INPUT) from None
-    doc = {**res.to_json(), "tokenizer": choice.name}
+    imp = importance_doc(res, args.is_mode, args.is_min, args.is_max)
+    doc = {**res.to_json(), "tokenizer": choice.name, "importance": imp}
     code = FINDINGS if args.fail_on_findings and doc["totals"]["flagged"] else OK
     if args.json:
         print_json(doc, indent=2)
@@ -83,6 +119,9 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
     print(f"totals:   {t['tokens']} tokens · mean |Δ| {_fmt(t['mean_abs_delta'])} · max |Δ| {_fmt(t['max_abs_delta'])}"
           f" · ratio {_fmt(t['ratio_min'])}–{_fmt(t['ratio_max'])} · flagged {t['flagged']} (|Δ| > {res.threshold})"
           f" · {res.seconds:.1f} s")
+    m = imp["metrics"]
+    print(f"IS:       {args.is_mode} [{args.is_min}, {args.is_max}] · " + " · ".join(
+        f"{k.removeprefix('sampling/')} {_fmt(v)}" for k, v in m.items()))
     for n in res.notes:
         print(f"note:     {n}")
     return code

@@ -72,6 +72,10 @@ def ratio_histogram(result: Any, bins: int = 60, height: int = 260) -> go.Figure
                                        marker_color=DRIFT if drift else NUMERIC, opacity=0.75))
     for x in (math.exp(-result.threshold), math.exp(result.threshold)):
         fig.add_vline(x=x, line=dict(color=FLAG, width=1, dash="dot"))
+    choice = getattr(result, "is_choice", None)  # the IS mode's bounds the panel chose (docs/MISMATCH.md)
+    for b in (choice[1:] if choice else ()):
+        if b is not None:
+            fig.add_vline(x=b, line=dict(color="#111827", width=2), annotation_text=f"{choice[0]} bound {b:g}")
     base_layout(fig, height, barmode="overlay", showlegend=True)
     fig.update_xaxes(title_text="importance ratio exp(Δ), every rescored token")
     fig.update_yaxes(title_text="tokens")

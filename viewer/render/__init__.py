@@ -20,6 +20,7 @@ from .drift import (drift_empty_html, drift_note_html, drift_prefix_html, drift_
 from .delta import RESCORE_COLUMNS, rescore_note_html, rescore_summary_html, rescore_turn_rows, turn_delta
 from .escape import esc, notice_html, safe_json
 from .health import health_empty_html, health_html
+from .importance import importance_html
 from .page import title_html
 from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions
 from .present import presenter_payload, presenter_template
@@ -33,4 +34,4 @@ __all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_paylo
            "drift_scan_html", "drift_note_html", "dataset_status_html", "capture_progress_html", "compare_html",
            "pair_label", "presenter_payload", "presenter_template", "title_html", "turn_delta", "rescore_summary_html",
            "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS", "certify_card_html", "certify_case_label",
-           "certify_views", "health_html", "health_empty_html", "gradient_cost_html"]
+           "certify_views", "health_html", "health_empty_html", "gradient_cost_html", "importance_html"]

@@ -5,6 +5,7 @@ import math
 from typing import Any
 
 from .escape import esc, kv, notice_html
+from .importance import is_turn_marks
 
 __all__ = ["turn_delta", "rescore_summary_html", "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS"]
 
@@ -25,15 +26,27 @@ def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any
     td = result.turn(turn)
     tr: list[float | None] = [None] * n
     dl: list[float | None] = [None] * n
+    choice = getattr(result, "is_choice", None)
+    marks = is_turn_marks(result, turn, choice)
+    isr: list[float | None] = [None] * n   # the IS ratio TRL would apply (mode / bounds: result.is_choice)
+    ism: list[str | None] = [None] * n     # 'c' clipped, 'z' zeroed by those bounds
     if td is not None:
         for k, s, t in zip(td.output_index, td.sampler, td.trainer):
             i = prompt_len + k
             if 0 <= i < n and t is not None:
                 tr[i] = _r(t)
                 dl[i] = _r(t - s) if math.isfinite(s) else None
-    return {"tr": tr, "dl": dl, "model": result.model, "thr": result.threshold,
-            "ctx": td.context if td is not None else None, "ctx_at": td.context_at if td is not None else None,
-            "verdict": td.verdict if td is not None else None, "row": td.row if td is not None else None}
+                if k in marks:
+                    isr[i], ism[i] = _r(marks[k][0]), marks[k][1]
+    seq = None
+    if choice and choice[0].startswith("sequence") and any(ism):  # one ratio per row: the whole row is hit
+        seq = ("zeroed" if choice[0].endswith("_mask") else "clipped", next(v for v in isr if v is not None))
+    out = {"tr": tr, "dl": dl, "model": result.model, "thr": result.threshold,
+           "ctx": td.context if td is not None else None, "ctx_at": td.context_at if td is not None else None,
+           "verdict": td.verdict if td is not None else None, "row": td.row if td is not None else None}
+    if choice and marks:  # only with an IS choice: the payload without one stays as it was
+        out["is"] = {"mode": choice[0], "min": choice[1], "max": choice[2], "r": isr, "m": ism, "seq": seq}
+    return out
 
 
 def rescore_turn_rows(result: Any) -> list[list[Any]]:

@@ -52,6 +52,8 @@ class TurnDelta:
     output_index: list[int] = field(default_factory=list)
     sampler: list[float] = field(default_factory=list)
     trainer: list[float | None] = field(default_factory=list)  # None: not scored (cancelled)
+    positions: list[int] = field(default_factory=list)  # index into the trainer row's input_ids
+    ids: list[int] = field(default_factory=list)        # the token id there
 
     @property
     def deltas(self) -> list[float]:
@@ -88,6 +90,9 @@ class RescoreResult:
     seconds: float = 0.0
     cancelled: bool = False
     notes: list[str] = field(default_factory=list)
+    rows: int = 0  # trainer rows in the batch (a row without trained tokens is still a sequence to TRL)
+    # (mode, clip min, clip max) the app marks tokens with (viewer.rescore.importance); None: no marks
+    is_choice: tuple[str, float | None, float | None] | None = None
 
     def turn(self, index: int) -> TurnDelta | None:
         return next((t for t in self.turns if t.turn == index), None)
@@ -166,7 +171,7 @@ def assemble(rollout: Rollout, trainer_rows: Any, tgts: list[RowTarget], scores:
     for tg in tgts:
         got = scores.get(tg.row) or [None] * len(tg.positions)
         row = rows.rows[tg.row]
-        for turn, k, s, t in zip(tg.turns, tg.output_index, tg.sampler, got):
+        for turn, k, p, s, t in zip(tg.turns, tg.output_index, tg.positions, tg.sampler, got):
             td = by_turn.get(turn)
             if td is None:
                 v = rows.verdict(turn)
@@ -176,5 +181,7 @@ def assemble(rollout: Rollout, trainer_rows: Any, tgts: list[RowTarget], scores:
             td.output_index.append(k)
             td.sampler.append(s)
             td.trainer.append(t)
+            td.positions.append(p)
+            td.ids.append(tg.input_ids[p])
     return RescoreResult(model, device, dtype, temperature, threshold, trainer_rows.spec.to_dict(),
-                         [by_turn[k] for k in sorted(by_turn)], seconds, cancelled, list(notes or []))
+                         [by_turn[k] for k in sorted(by_turn)], seconds, cancelled, list(notes or []), len(rows.rows))

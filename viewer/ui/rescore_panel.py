@@ -8,6 +8,8 @@ with progress and Cancel, one rescore at a time. Without torch the panel says ho
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 import uuid
 
@@ -18,6 +20,7 @@ from .. import plots, render
 from ..capture.models import MODELS as CAPTURE_MODELS
 from ..config import Settings
 from ..drift import MODES, choose_spec
+from ..rescore import importance as IS
 from . import rescores
 from .browse import wire
 
@@ -64,6 +67,15 @@ def build(settings: Settings, store, browse) -> None:
         with gr.Row():
             delta_plot = gr.Plot(elem_id="delta-plot", show_label=False)
             ratio_plot = gr.Plot(elem_id="ratio-plot", show_label=False)
+        with gr.Row(equal_height=True):  # TRL 1.16 GRPO's importance-sampling correction (docs/MISMATCH.md)
+            is_mode = gr.Dropdown(list(IS.MODES), value=IS.DEFAULT_MODE, elem_id="is-mode", scale=2,
+                                  label="IS mode (TRL vllm_importance_sampling_mode)")
+            # text, not gr.Number: "none" (TRL's default min) must stay distinguishable from 0
+            is_min = gr.Textbox(_text(IS.DEFAULT_CLIP_MIN), label="clip min (a number or none)", elem_id="is-min",
+                                scale=1, max_lines=1)
+            is_max = gr.Textbox(_text(IS.DEFAULT_CLIP_MAX), label="clip max (a number or none)", elem_id="is-max",
+                                scale=1, max_lines=1)
+        is_view = gr.HTML(render.importance_html(None, IS.DEFAULT_MODE, None, None), elem_id="is-view")
     run_id = gr.State(None)
 
     def texts(op, index):
@@ -73,9 +85,11 @@ def build(settings: Settings, store, browse) -> None:
             return None
         return op.table.texts(list(t.output_ids)) if op.table is not None else None
 
-    def panel(key, index, note: str = "") -> list:
+    def panel(key, index, mode=IS.DEFAULT_MODE, lo=_text(IS.DEFAULT_CLIP_MIN), hi=_text(IS.DEFAULT_CLIP_MAX),
+              note: str = "") -> list:
         op = store.get(key)
         res = rescores.get(key) if op is not None else None
+        mode, lo, hi, err = _choice(mode, lo, hi)
         if not torch_available() and res is None:
             head = render.notice_html(TORCH_HINT)
         else:
@@ -83,7 +97,31 @@ def build(settings: Settings, store, browse) -> None:
         fig = plots.delta_figure(res, int(index), texts(op, index)) if res is not None and index is not None \
             else plots.delta_figure(None, 0)
         return [head, pd.DataFrame(render.rescore_turn_rows(res), columns=render.RESCORE_COLUMNS), fig,
-                plots.ratio_histogram(res)]
+                plots.ratio_histogram(res),
+                render.notice_html(f"Importance sampling: {err}", "error") if err else
+                render.importance_html(res, mode, lo, hi)]
+
+    def with_choice(key, mode, lo, hi, err=None):
+        """Keep the rollout's rescore with this IS choice (the token view marks clipped / zeroed tokens
+        and rebuilds: its cache keys on the rescore's stamp). None: no rescore, or a choice TRL rejects."""
+        res = rescores.get(key)
+        if res is None:
+            return None
+        try:
+            IS.check_bounds(mode, lo, hi)
+            choice = None if err else (mode, lo, hi)
+        except ValueError:
+            choice = None
+        if res.is_choice != choice:
+            rescores.put(key, dataclasses.replace(res, is_choice=choice))
+        return choice
+
+    def on_is(key, index, mode, lo, hi):
+        with_choice(key, *_choice(mode, lo, hi))
+        op = store.get(key)
+        turn_vals = browse.select_fn(key, index, "delta") if op is not None and index is not None and \
+            rescores.get(key) is not None else [gr.skip()] * len(browse.turn_outputs)
+        return [wire(c, v) for c, v in zip(outs, panel(key, index, mode, lo, hi))] + list(turn_vals)
 
     def new_run() -> str:
         rid = uuid.uuid4().hex[:12]
@@ -92,8 +130,8 @@ def build(settings: Settings, store, browse) -> None:
             _CANCEL.pop(next(iter(_CANCEL)))
         return rid
 
-    def on_run(rid, key, index, model_choice, trainer_choice, progress=gr.Progress()):
-        skip = [gr.skip()] * (3 + len(browse.turn_outputs))
+    def on_run(rid, key, index, model_choice, trainer_choice, is_mode_, is_lo, is_hi, progress=gr.Progress()):
+        skip = [gr.skip()] * (len(outs) - 1 + len(browse.turn_outputs))
 
         def fail(message: str) -> list:
             return [render.notice_html(message, "error")] + skip
@@ -121,10 +159,11 @@ def build(settings: Settings, store, browse) -> None:
             if rid:
                 _CANCEL.pop(rid, None)
         rescores.put(op.key, res)
+        with_choice(op.key, *_choice(is_mode_, is_lo, is_hi))
         turn_vals = browse.select_fn(key, index, "delta") if index is not None else [gr.skip()] * len(
             browse.turn_outputs)
         # postprocess=False (the turn values come serialised from the shared cache): ours too
-        return [wire(c, v) for c, v in zip(outs, panel(key, index))] + list(turn_vals)
+        return [wire(c, v) for c, v in zip(outs, panel(key, index, is_mode_, is_lo, is_hi))] + list(turn_vals)
 
     def on_cancel(rid):
         ev = _CANCEL.get(rid) if rid else None
@@ -133,10 +172,42 @@ def build(settings: Settings, store, browse) -> None:
         ev.set()
         return render.notice_html("Cancelling: the rescore stops after the current batch.")
 
-    outs = [summary, table, delta_plot, ratio_plot]
+    outs = [summary, table, delta_plot, ratio_plot, is_view]
     run.click(new_run, None, run_id, api_visibility="private", queue=False).then(
-        on_run, [run_id, browse.key, browse.turn, model, trainer], outs + list(browse.turn_outputs),
+        on_run, [run_id, browse.key, browse.turn, model, trainer, is_mode, is_min, is_max],
+        outs + list(browse.turn_outputs),
         api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False)
     cancel.click(on_cancel, [run_id], summary, api_name="rescore_cancel", queue=False)
     for comp in (browse.key, browse.turn):
-        comp.change(panel, [browse.key, browse.turn], outs, api_visibility="private", show_progress="hidden")
+        comp.change(panel, [browse.key, browse.turn, is_mode, is_min, is_max], outs, api_visibility="private",
+                    show_progress="hidden")
+    for comp in (is_mode, is_min, is_max):
+        comp.change(on_is, [browse.key, browse.turn, is_mode, is_min, is_max], outs + list(browse.turn_outputs),
+                    api_name=f"rescore_{comp.elem_id.replace('-', '_')}", api_visibility="private",
+                    postprocess=False, show_progress="hidden")
+
+
+def _text(v: float | None) -> str:
+    return "none" if v is None else f"{v:g}"
+
+
+def _choice(mode, lo, hi) -> tuple[str, float | None, float | None, str | None]:
+    """A visitor's mode and bounds as values: a known mode (else TRL's default), each bound a finite number
+    or none; the last item names what could not be read (the panel shows it, the token view is unmarked)."""
+    errors = []
+
+    def num(v, name):
+        text = str(v if v is not None else "").strip()
+        if text.lower() in ("", "none"):
+            return None
+        try:
+            f = float(text)
+        except ValueError:
+            f = float("nan")
+        if not math.isfinite(f):
+            errors.append(f"clip {name} must be a number or none, not {text[:40]!r}")
+            return None
+        return f
+
+    lo, hi = num(lo, "min"), num(hi, "max")
+    return (mode if mode in IS.MODES else IS.DEFAULT_MODE), lo, hi, "; ".join(errors) or None

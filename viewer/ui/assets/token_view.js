@@ -74,6 +74,11 @@ function drawBar() {
     legend.append(el('span', 'ri-lg-t', `Δ = trainer − sampler (${D.delta.model})`));
     DCUT_LABELS.forEach((l, i) => legend.appendChild(el('span', 'tk d' + i, l)));
     legend.appendChild(el('span', 'tk dx', 'context changed'));
+    const is = D.delta.is;  // TRL's IS correction under the panel's mode and bounds (render/delta.py)
+    if (is) {
+      legend.append(el('span', 'tk isc', `clipped (${is.mode})`), el('span', 'tk isz', `zeroed (${is.mode})`));
+      if (is.seq) legend.appendChild(el('span', 'ri-is-seq', `whole row ${is.seq[0]} by ${is.mode}: sequence ratio ${is.seq[1]}`));
+    }
   } else {
     legend.append(el('span', 'ri-lg-t', 'logprob'));
     CUT_LABELS.forEach((l, i) => legend.appendChild(el('span', 'tk b' + i, l)));
@@ -129,6 +134,7 @@ function tokenSpan(i, lpMode) {
   if (spSet.has(i)) cls += ' sp';
   if (lpMode === 'logprob' && D.k[i] !== KIND.CONTEXT) cls += ' b' + bucket(D.lp[i]);
   if (lpMode === 'delta' && D.delta.dl[i] !== null) cls += ' d' + dbucket(D.delta.dl[i]) + (D.delta.ctx === 'changed' ? ' dx' : '');
+  if (lpMode === 'delta' && D.delta.is && D.delta.is.m[i]) cls += ' is' + D.delta.is.m[i];
   if (oovSet.has(i)) cls += ' oov';
   if (markSet.has(i)) cls += ' dr';
   if (i >= sel[0] && i <= sel[1]) cls += ' sel';
@@ -235,6 +241,9 @@ function describe(i) {
       lines.push(`sampler ${lp === null || lp === undefined ? '—' : lp.toFixed(4)} · trainer ${tr.toFixed(4)}`);
       if (dl !== null) lines.push(`Δ ${dl >= 0 ? '+' : ''}${dl.toFixed(4)} · ratio ${Math.exp(dl).toFixed(4)}` +
                                   (Math.abs(dl) > D.delta.thr ? ` · FLAGGED (|Δ| > ${D.delta.thr})` : ''));
+      const is = D.delta.is;
+      if (is && is.r[i] !== null) lines.push(`IS ${is.mode} [${is.min ?? 'none'}, ${is.max ?? 'none'}]: ratio ${is.r[i]}` +
+                                             (is.m[i] === 'z' ? ' · ZEROED' : is.m[i] === 'c' ? ' · CLIPPED' : ''));
       const v = D.delta.verdict ? ` (row ${D.delta.row}, ${D.delta.verdict})` : '';
       lines.push(D.delta.ctx === 'changed' ? `context: CHANGED by the trainer${v}, first differs at prompt ${D.delta.ctx_at}: drift, not numerics` :
                  D.delta.ctx === 'same' ? `context: the sampler's own ids${v}: numeric Δ` : `context: unknown (no engine prompt ids)${v}`);
