@@ -22,6 +22,14 @@ let marks = {turn: null, list: []}, markSet = new Map();
 const myId = (element.closest('.block') || element).id || '';  // the component's elem_id
 const forMe = e => !(e.detail && typeof e.detail === 'object' && e.detail.target && e.detail.target !== myId);
 
+// The page's address follows the main view's colour mode (a reload or a shared address keeps it).
+function followUrl() {
+  if (myId !== 'token-view') return;
+  const u = new URL(location.href);
+  if (mode === 'mask') u.searchParams.delete('mode'); else u.searchParams.set('mode', mode);
+  if (u.href !== location.href) history.replaceState(history.state, '', u.href);
+}
+
 function bucket(lp) {
   if (lp === null || lp === undefined) return -1;
   let b = 0;
@@ -56,7 +64,7 @@ function drawBar() {
   for (const m of modeList()) {
     const b = el('button', 'ri-btn' + (mode === m ? ' on' : ''), m);
     b.dataset.mode = m;
-    b.onclick = () => { mode = m; drawBar(); draw(); };
+    b.onclick = () => { mode = m; followUrl(); drawBar(); draw(); };
     modes.appendChild(b);
   }
   frag.appendChild(modes);
@@ -316,8 +324,13 @@ function load() {
   if (props.value && props.value === loaded && D) return;
   loaded = props.value;
   if (!props.value) { D = null; bar.replaceChildren(); body.replaceChildren(el('span', 'ri-empty', 'No turn selected.')); return; }
+  const was = mode;
   try { D = JSON.parse(props.value); } catch (err) { body.textContent = 'Could not read token data: ' + err; return; }
-  mode = D.mode; showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
+  // The colour mode stays what the user picked while turns change (a turn's payload carries the
+  // default, mask); a payload asking for another (a ?mode= link, a finished rescore's delta) sets it.
+  mode = D.mode !== 'mask' || !modeList().includes(was) ? D.mode : was;
+  followUrl();
+  showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
   spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks();
   root.dataset.n = String(D.ids.length); root.dataset.prompt = String(D.prompt_len); delete root.dataset.selected;
   root.dataset.marks = String(markSet.size);

@@ -1,0 +1,83 @@
+"""Issue 25 in Debian chromium: what a new user and a presenter trip over, one test per point.
+
+Each test waits for what the user would see (never a fixed sleep) and was checked to fail on the
+code before its fix.
+"""
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+TV = "#token-view .ri-tv"
+PAINTED = f"document.querySelector('{TV}')?.dataset.painted > 0"
+MODE_ON = f"document.querySelector('{TV} .ri-modes button.on')?.dataset.mode"
+
+
+def _open(page, app_url, query=""):
+    page.goto(f"{app_url}/?{query}")
+    page.wait_for_function(PAINTED, timeout=60000)
+
+
+def _turn(page) -> str:
+    return page.locator(TV).get_attribute("data-turn")
+
+
+def _wait_turn(page, turn: str):
+    page.wait_for_function(f"document.querySelector('{TV}')?.dataset.turn === '{turn}'", timeout=30000)
+
+
+def _row(page, n: int):
+    """The first cell (the turn number) of the turn list's row n (Gradio 6 draws rows as div.virtual-row)."""
+    return page.locator(f"#turn-list .body-cell.first-column[data-row='{n}']")
+
+
+def _url_mode(page):
+    return page.evaluate("new URL(location.href).searchParams.get('mode')")
+
+
+# --- 1. the colour mode stays across turn changes, and the URL follows it ---------------------------
+
+def test_mode_from_link_survives_next_prev_row_click_and_typed_turn(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1&mode=logprob")
+    assert page.evaluate(MODE_ON) == "logprob"
+    page.locator("#next-turn").click()
+    _wait_turn(page, "2")
+    assert page.evaluate(MODE_ON) == "logprob" and _url_mode(page) == "logprob"
+    page.locator("#prev-turn").click()
+    _wait_turn(page, "1")
+    assert page.evaluate(MODE_ON) == "logprob"
+    _row(page, 3).click()
+    _wait_turn(page, "3")
+    assert page.evaluate(MODE_ON) == "logprob"
+    box = page.locator("#turn-number input")
+    box.fill("2")
+    box.press("Enter")
+    _wait_turn(page, "2")
+    assert page.evaluate(MODE_ON) == "logprob"
+    assert page.locator(f"{TV} .tk.k1[class*=' b']").count() > 0  # drawn in logprob colours, not only the button
+
+
+def test_mode_picked_by_click_goes_into_the_url_and_stays(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
+    assert _url_mode(page) is None
+    page.locator(f"{TV} button[data-mode=logprob]").click()
+    page.wait_for_function("new URL(location.href).searchParams.get('mode') === 'logprob'", timeout=5000)
+    page.locator("#next-turn").click()
+    _wait_turn(page, "2")
+    assert page.evaluate(MODE_ON) == "logprob" and _url_mode(page) == "logprob"
+    page.locator(f"{TV} button[data-mode=mask]").click()
+    page.wait_for_function("new URL(location.href).searchParams.get('mode') === null", timeout=5000)
+    page.reload()
+    page.wait_for_function(PAINTED, timeout=60000)
+    assert page.evaluate(MODE_ON) == "mask"
+
+
+def test_presenter_keeps_the_linked_mode_across_turns(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1&mode=logprob&present=1")
+    page.wait_for_function("document.body.classList.contains('ri-present')")
+    assert page.evaluate(MODE_ON) == "logprob"
+    page.keyboard.press("ArrowRight")
+    _wait_turn(page, "2")
+    assert page.evaluate(MODE_ON) == "logprob"
+    page.wait_for_function("document.querySelector('#presenter .ri-pr-state').textContent.includes('colour: logprob')")
