@@ -81,3 +81,37 @@ def test_presenter_keeps_the_linked_mode_across_turns(page, app_url):
     _wait_turn(page, "2")
     assert page.evaluate(MODE_ON) == "logprob"
     page.wait_for_function("document.querySelector('#presenter .ri-pr-state').textContent.includes('colour: logprob')")
+
+
+# --- 2. text-only traces are decoded with the tokenizer that made their ids --------------------------
+
+def _upload(page, files):
+    if not page.locator("#upload input[type=file]").count() or not page.locator("#upload").is_visible():
+        page.get_by_text("Open a rollout").first.click()
+    page.locator("#upload input[type=file]").set_input_files([str(f) for f in files])
+
+
+def _turn_text(page) -> str:
+    return page.evaluate(f"[...document.querySelectorAll('{TV} .ri-tv-body .tk, {TV} .ri-tv-body .run')]"
+                         ".map(s => s.textContent).join('')")
+
+
+def test_uploaded_text_only_trace_is_decoded_not_raw_ids(page, app_url, realdata, tmp_path):
+    import json
+    import re
+    import shutil
+
+    src = realdata / "harbor-golden-traces" / "openhands__hello-world.traces.json"
+    f = tmp_path / src.name
+    shutil.copy(src, f)
+    said = json.loads(src.read_text())[0]["conversations"][-1]["content"]  # row 0's assistant reply, from the file
+    _open(page, app_url, "source=sample:qwen3-tiny")
+    _upload(page, [f])
+    page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('gpt-4o')", timeout=60000)
+    page.wait_for_function(PAINTED, timeout=30000)
+    text = _turn_text(page).replace("↵", "")
+    assert not re.search(r"⟨(id )?\d+⟩", text), text[:300]
+    assert said.splitlines()[0] in text and "<|im_start|>" in text
+    header = page.locator("#rollout-header").text_content()
+    assert "derived with the offline Qwen3 tokenizer" in header
+    assert "bytes recorded in logprobs" not in header + page.locator("#status").text_content()

@@ -160,7 +160,13 @@ class RolloutStore:
 
     def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
                         override: str) -> Opened:
-        choice = tokenizer_for(rollout, self.settings, override, capture_dir=capture_dir)
+        # Ids made from text (no token ids in the file: viewer/sources/derive.py) are decoded with the
+        # tokenizer that made them, never a guess from the model name (which showed them as raw ⟨id⟩s).
+        derived = rollout.meta.get("tokenizer") if rollout.meta.get("token_view") in ("derived", "mixed") else None
+        choice = tokenizer_for(rollout, self.settings, override or derived, capture_dir=capture_dir)
+        if derived and choice.ok and (override or derived) == derived:
+            choice = replace(choice, message=rollout.meta.get("tokenizer_note")
+                             or f"Token ids made from the text with the {derived} tokenizer, and shown with it.")
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
         return Opened(key, rollout, path, choice, table)
 

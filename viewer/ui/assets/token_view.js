@@ -85,7 +85,7 @@ function drawBar() {
   const p = D.prompt_len, o = D.ids.length - p;
   info.textContent = `turn ${D.turn} · ${p.toLocaleString()} prompt + ${o.toLocaleString()} output tokens · ` +
     `${D.trained ? 'trained' : (D.kind === 'agent' ? 'NOT trained' : 'bookkeeping, filtered')} · ids: ${D.output_source}` +
-    (p ? ` / prompt: ${D.prompt_source}` : '') + (D.exact ? '' : ' · text from recorded bytes (no tokenizer)');
+    (p ? ` / prompt: ${D.prompt_source}` : '') + (D.exact ? '' : ' · no tokenizer: ids, with text only where the file records it');
   frag.appendChild(info);
   if (D.note) frag.appendChild(el('span', 'ri-tv-note', D.note));
   if (D.prompt_len > D.tail) {
