@@ -26,8 +26,8 @@ def handlers(tmp_path_factory):
     from viewer.ui.store import RolloutStore
 
     settings = Settings.from_env()
-    comps = [gr.Dataframe(), gr.Plot(), gr.Plot(), gr.Plot()]
-    return BrowseHandlers(settings, RolloutStore(settings), Slots(*comps, outputs=[None] * 14, turn_outputs=[None] * 5))
+    comps = [gr.Dataframe(), gr.Dataframe(), gr.Plot(), gr.Plot(), gr.Plot()]
+    return BrowseHandlers(settings, RolloutStore(settings), Slots(*comps, outputs=[None] * 15, turn_outputs=[None] * 5))
 
 
 def test_step_handlers_move_and_stop_at_the_ends(handlers):
@@ -47,5 +47,5 @@ def test_open_failure_changes_only_the_status_line(handlers):
     import gradio as gr
 
     vals = handlers.on_path("../../etc/passwd", "")
-    assert len(vals) == 14 and "ri-error" in vals[2]
+    assert len(vals) == 15 and "ri-error" in vals[2]
     assert all(isinstance(v, type(gr.skip())) for i, v in enumerate(vals) if i != 2)

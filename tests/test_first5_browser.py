@@ -115,3 +115,58 @@ def test_uploaded_text_only_trace_is_decoded_not_raw_ids(page, app_url, realdata
     header = page.locator("#rollout-header").text_content()
     assert "derived with the offline Qwen3 tokenizer" in header
     assert "bytes recorded in logprobs" not in header + page.locator("#status").text_content()
+
+
+# --- 3. every multi-row source gets its row table ----------------------------------------------------
+
+ROWS = "#source-rows"
+
+
+def _rows_listed(page) -> int:
+    page.wait_for_function(f"document.querySelectorAll('{ROWS} .body-cell.first-column').length > 0", timeout=30000)
+    return page.locator(f"{ROWS} .body-cell.first-column").count()
+
+
+def _open_row_and_check(page, n: int, row: dict):
+    """Click row n of the row table: its rollout opens (one turn per assistant message of the file's row n)."""
+    page.locator(f"{ROWS} .body-cell.first-column[data-row='{n}']").click()
+    page.wait_for_function(f"document.querySelector('#status')?.textContent.includes('Row {n} of')", timeout=30000)
+    replies = [m["content"] for m in row["conversations"] if m["role"] == "assistant"]
+    last = len(replies) - 1
+    _row(page, last).click()
+    _wait_turn(page, str(last))
+    page.get_by_role("tab", name="Conversation").click()
+    page.wait_for_function(f"document.querySelector('#conversation')?.textContent.includes({replies[-1][:40]!r})",
+                           timeout=30000)
+
+
+def test_uploaded_multi_row_file_lists_its_rows_and_opens_each(page, app_url, realdata, tmp_path):
+    import json
+    import shutil
+
+    src = realdata / "harbor-golden-traces" / "openhands__hello-world.traces.json"
+    f = tmp_path / src.name
+    shutil.copy(src, f)
+    rows = json.loads(src.read_text())
+    _open(page, app_url, "source=sample:qwen3-tiny")
+    assert not page.locator(ROWS).is_visible()  # a capture is one rollout: no row table
+    _upload(page, [f])
+    page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('gpt-4o')", timeout=60000)
+    assert _rows_listed(page) == len(rows) == 2
+    _open_row_and_check(page, 1, rows[1])
+
+
+def test_typed_path_of_a_multi_row_file_lists_its_rows(page, app_url, realdata, data_root):
+    import json
+    import shutil
+
+    src = realdata / "harbor-golden-traces" / "openhands__hello-world.traces.json"
+    shutil.copy(src, data_root / "two-rows.traces.json")
+    rows = json.loads(src.read_text())
+    _open(page, app_url, "source=sample:qwen3-tiny")
+    page.get_by_text("Open a rollout").first.click()
+    page.locator("#path-box textarea, #path-box input").first.fill("two-rows.traces.json")
+    page.locator("#load-path").click()
+    page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('gpt-4o')", timeout=60000)
+    assert _rows_listed(page) == 2
+    _open_row_and_check(page, 1, rows[1])

@@ -15,6 +15,7 @@ import gradio as gr
 
 from .. import render
 from ..config import Settings
+from ..row_browser import ROW_COLUMNS
 from ..render.shell import token_view_template
 from ..views import TURN_COLUMNS, turn_view
 from . import rescores
@@ -103,6 +104,8 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                 prev_btn = gr.Button("◀ prev turn", size="sm", elem_id="prev-turn", min_width=80)
                 turn_no = gr.Number(label="turn", precision=0, elem_id="turn-number", min_width=80)
                 next_btn = gr.Button("next turn ▶", size="sm", elem_id="next-turn", min_width=80)
+            rows = gr.Dataframe(headers=ROW_COLUMNS, interactive=False, elem_id="source-rows", max_height=200,
+                                wrap=False, visible=False)
             table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
                                  max_height=250, wrap=False)
             view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
@@ -120,8 +123,8 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             problems = gr.HTML("", elem_id="problems")
 
     turn_outputs = [turn, turn_no, view, lp_plot, convo]
-    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems] + turn_outputs
-    h = BrowseHandlers(settings, store, Slots(table, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
+    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows] + turn_outputs
+    h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
 
     # Browsing only reads shared, cached values: many at once, in one concurrency group of
     # its own, so a long scan or capture (own groups, see drift_tab / capture_tab) never
@@ -137,6 +140,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     path.submit(staged(h.on_path, defer), [path, tok_box], outputs, api_visibility="private", **shows)
     upload.upload(staged(h.on_upload, defer), [upload, tok_box], outputs, api_name="open_upload", **shows)
     tok_btn.click(staged(h.on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
+    rows.select(staged(h.on_source_row, defer), [key], outputs, api_visibility="private", **shows)
     table.select(staged(h.on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)
     turn_no.submit(staged(h.on_select_turn, defer), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
     # ← / → step from the turn number shown, not the turn State: a State is stored on the server

@@ -14,11 +14,13 @@ from typing import Any
 from urllib.parse import urlencode
 
 import gradio as gr
+import pandas as pd
 
 from .. import plots, render
 from ..budgets import BudgetExceeded
 from ..config import SAMPLE_DIR, Settings
-from ..sources import SourceError
+from ..row_browser import ROW_COLUMNS, browse_page
+from ..sources import SourceError, open_dataset
 from ..sources.keep import KEEP
 from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files
 from ..visitor import local_path
@@ -28,7 +30,9 @@ from .opening import open_spec
 from .staged import Later, resolve
 from .store import Opened, RolloutStore
 
-__all__ = ["Handlers", "Slots", "wire", "dataset_link", "link_spec", "default_turn"]
+__all__ = ["Handlers", "Slots", "wire", "dataset_link", "link_spec", "default_turn", "ROWS_SHOWN"]
+
+ROWS_SHOWN = 200  # rows of a data file listed on the Tokens tab (the Datasets tab pages through any number)
 
 
 def wire(component, value):
@@ -71,6 +75,7 @@ class Slots:
     """The components whose values the handlers serialise themselves (:func:`wire`), and the output lists."""
 
     table: Any
+    rows: Any  # the source's row table (a data file of several rollouts)
     lp_plot: Any
     turns_plot: Any
     hist_plot: Any
@@ -147,7 +152,63 @@ class Handlers:
         r_plots = (self.plot_later(op, ("turns-plot",), lambda: wire(s.turns_plot, plots.turns_figure(r))),
                    self.plot_later(op, ("histogram",), lambda: wire(s.hist_plot, plots.histogram_figure(r, low=low))))
         return [op.key, header, status_html, table_df, gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
-                *r_plots, task_html, problems_html] + self.turn_values(op, idx, focus, mode)
+                *r_plots, task_html, problems_html, self.rows_update(op)] + self.turn_values(op, idx, focus, mode)
+
+    def source_rows(self, op: Opened) -> tuple[int, Any] | None:
+        """(rows in all, the first ROWS_SHOWN as the row table's value) when the rollout came from a local
+        data file (or folder of them) holding more than one rollout; None otherwise (a capture, one row)."""
+        p = op.path
+        if p is None or str(p).startswith("hf:") or not Path(p).exists():
+            return None
+        try:
+            src = open_dataset(str(p), self.settings)
+            if src.is_capture:
+                return None
+            pg = browse_page(src, 0, ROWS_SHOWN)
+        except (SourceError, BudgetExceeded, OSError, ValueError):
+            return None  # the rollout itself opened; a row list that cannot be read is left out
+        if not pg.total or pg.total < 2:
+            return None
+        df = pd.DataFrame([{k: r.get(k) for k in ROW_COLUMNS} for r in pg.rows], columns=ROW_COLUMNS)
+        return pg.total, wire(self.slots.rows, df)
+
+    def rows_update(self, op: Opened):
+        got = self.store.derived(op.key, ("rows",), lambda: self.source_rows(op))
+        if got is None:
+            return gr.update(visible=False)
+        total, value = got
+        more = f" (the first {ROWS_SHOWN}; the Datasets tab pages through all)" if total > ROWS_SHOWN else ""
+        return gr.update(value=value, visible=True,
+                         label=f"This file holds {total:,} rollouts{more}: click a row to open it")
+
+    def open_row(self, path: Path, n: int) -> Opened:
+        """Row ``n`` of the data file ``path`` (a server path: an upload or a file already opened), shared
+        with everyone who opens the same row of the same file (the deep link's cache entry)."""
+        st = path.stat()
+
+        def read():
+            return open_dataset(str(path), self.settings).rollout(n), None
+
+        return self.store.open_shared(f"{path}|{n}|{st.st_mtime_ns}:{st.st_size}", read,
+                                      link=dataset_link(str(path), n, self.settings), path=path)
+
+    def on_source_row(self, k: str | None, evt: gr.SelectData) -> list:
+        op = self.store.get(k)
+        value = evt.row_value if evt is not None else None
+        if op is None or not value or op.path is None:
+            return [gr.skip()] * len(self.slots.outputs)
+        try:
+            n = int(value[0])
+            if n < 0:
+                raise ValueError(n)
+            row_op = self.open_row(Path(op.path), n)
+        except (TypeError, ValueError):
+            return self.failure(f"Not a row number: {value[0]!r}.")
+        except (SourceError, OSError) as e:
+            return self.failure(str(e))
+        except Exception as e:  # never let a reader bug take the app down
+            return self.failure(f"Could not open row {value[0]}: {type(e).__name__}: {e}")
+        return self.safe_open_values(row_op, None, None, "mask", f"Row {n} of {Path(op.path).name}.")
 
     def failure(self, message: str) -> list:
         # Keep whatever was open: only the status line changes.
