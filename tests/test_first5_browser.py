@@ -170,3 +170,21 @@ def test_typed_path_of_a_multi_row_file_lists_its_rows(page, app_url, realdata, 
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('gpt-4o')", timeout=60000)
     assert _rows_listed(page) == 2
     _open_row_and_check(page, 1, rows[1])
+
+
+# --- 5. a failed upload says which rollout is still shown and lists its problem ----------------------
+
+def test_failed_upload_names_the_rollout_still_shown_and_lists_the_file(page, app_url, tmp_path):
+    bad = tmp_path / "not-a-trace.json"
+    bad.write_text('{"hello": 1}')  # JSON of no known format: nothing to open
+    _open(page, app_url, "source=sample:qwen3-tiny")
+    _upload(page, [bad])
+    page.wait_for_function("document.querySelector('#status .ri-error')", timeout=60000)
+    status = page.locator("#status").text_content()
+    assert "Still showing the rollout opened before: qwen3-tiny" in status, status
+    assert "qwen3-tiny" in page.locator("#rollout-header").text_content()  # and it is still shown
+    page.get_by_role("tab", name="Problems").click()
+    problems = page.locator("#problems")
+    problems.locator("table").wait_for(timeout=10000)
+    text = problems.text_content()
+    assert "not-a-trace.json" in text and "unknown format" in text and "No problems" not in text

@@ -19,7 +19,7 @@ from ..row_browser import ROW_COLUMNS
 from ..render.shell import token_view_template
 from ..views import TURN_COLUMNS, turn_view
 from . import rescores
-from .browse_handlers import Handlers, Slots, dataset_link, link_spec, wire
+from .browse_handlers import PROBLEMS, STATUS, Handlers, Slots, dataset_link, link_spec, wire
 from .opening import list_samples
 from .staged import resolve, staged
 from .store import Opened, RolloutStore
@@ -124,6 +124,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     turn_outputs = [turn, turn_no, view, lp_plot, convo]
     outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows] + turn_outputs
+    assert outputs[STATUS] is status and outputs[PROBLEMS] is problems  # the failure's places (browse_handlers)
     h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
 
     # Browsing only reads shared, cached values: many at once, in one concurrency group of
@@ -138,7 +139,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     sample.input(staged(h.on_sample, defer), [sample, tok_box], outputs, api_name="open_sample", **shows)
     load_btn.click(staged(h.on_path, defer), [path, tok_box], outputs, api_name="open_path", **shows)
     path.submit(staged(h.on_path, defer), [path, tok_box], outputs, api_visibility="private", **shows)
-    upload.upload(staged(h.on_upload, defer), [upload, tok_box], outputs, api_name="open_upload", **shows)
+    upload.upload(staged(h.on_upload, defer), [upload, tok_box, key], outputs, api_name="open_upload", **shows)
     tok_btn.click(staged(h.on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
     rows.select(staged(h.on_source_row, defer), [key], outputs, api_visibility="private", **shows)
     table.select(staged(h.on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)

@@ -23,6 +23,7 @@ from ..row_browser import ROW_COLUMNS, browse_page
 from ..sources import SourceError, open_dataset
 from ..sources.keep import KEEP
 from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files
+from ..rollout import Problem
 from ..visitor import local_path
 from ..views import turn_table, turn_view
 from . import rescores
@@ -30,8 +31,10 @@ from .opening import open_spec
 from .staged import Later, resolve
 from .store import Opened, RolloutStore
 
-__all__ = ["Handlers", "Slots", "wire", "dataset_link", "link_spec", "default_turn", "ROWS_SHOWN"]
+__all__ = ["Handlers", "Slots", "wire", "dataset_link", "link_spec", "default_turn", "shown_name", "ROWS_SHOWN",
+           "STATUS", "PROBLEMS"]
 
+STATUS, PROBLEMS = 2, 8  # places in the outputs (viewer/ui/browse.py checks them)
 ROWS_SHOWN = 200  # rows of a data file listed on the Tokens tab (the Datasets tab pages through any number)
 
 
@@ -68,6 +71,13 @@ def default_turn(op: Opened) -> int | None:
             if pick(t):
                 return t.index
     return None
+
+
+def shown_name(op: Opened) -> str:
+    """How the status line names an open rollout: its sample, file or folder (and row)."""
+    name = Path(str(op.rollout.source or op.path)).name or str(op.rollout.source)
+    row = dict(x.split("=", 1) for x in op.link.split("&") if "=" in x).get("row") if op.link else None
+    return f"{name} row {row}" if row is not None else name
 
 
 @dataclass
@@ -210,21 +220,32 @@ class Handlers:
             return self.failure(f"Could not open row {value[0]}: {type(e).__name__}: {e}")
         return self.safe_open_values(row_op, None, None, "mask", f"Row {n} of {Path(op.path).name}.")
 
-    def failure(self, message: str) -> list:
-        # Keep whatever was open: only the status line changes.
-        return [gr.skip()] * 2 + [render.notice_html(message, "error")] + [gr.skip()] * (len(self.slots.outputs) - 3)
+    def failure(self, message: str, shown: Opened | None = None, file: str = "") -> list:
+        """Keep whatever was open: the status line says what failed (and, with ``shown``, which rollout is
+        still on screen); with ``file``, the Problems tab lists that file's problem above the shown one's."""
+        out = [gr.skip()] * len(self.slots.outputs)
+        said = message
+        if file:
+            said += (f" Still showing the rollout opened before: {shown_name(shown)}." if shown is not None
+                     else " Nothing else is open.")
+            mine = list(shown.rollout.problems) if shown is not None else []
+            out[PROBLEMS] = render.problems_html([Problem(file, "upload: not opened", message)] + mine)
+        out[STATUS] = render.notice_html(said, "error")
+        return out
 
     def skip_turn(self) -> list:
         return [gr.skip()] * len(self.slots.turn_outputs)
 
     # --- opening ------------------------------------------------------------------------------
-    def open_path(self, p: Path, override: str = "", index=None, focus=None, mode="mask", note="") -> list:
+    def open_path(self, p: Path, override: str = "", index=None, focus=None, mode="mask", note="",
+                  shown: Opened | None = None, file: str = "") -> list:
+        """Open ``p``; on failure keep ``shown`` (named, with ``file``'s problem listed: an upload)."""
         try:
             op = self.store.open(p, override or "")
         except SourceError as e:
-            return self.failure(str(e))
+            return self.failure(str(e), shown, file)
         except Exception as e:  # never let a reader bug take the app down
-            return self.failure(f"Could not open {p.name}: {type(e).__name__}: {e}")
+            return self.failure(f"Could not open {p.name}: {type(e).__name__}: {e}", shown, file)
         return self.safe_open_values(op, index, focus, mode, note)
 
     def safe_open_values(self, op: Opened, *args) -> list:
@@ -245,9 +266,10 @@ class Handlers:
             return self.failure(str(e))
         return self.open_path(p, override)
 
-    def on_upload(self, files: list[str] | None, override: str, request: gr.Request = None):
+    def on_upload(self, files: list[str] | None, override: str, k: str | None = None, request: gr.Request = None):
         if not files:
             return self.failure("No files uploaded.")
+        shown, names = self.store.get(k), ", ".join(Path(f).name for f in files)
         session = getattr(request, "session_hash", None)
         # Room first: folders past their TTL, then the oldest until this upload fits the disk budget.
         KEEP.sweep(extra_bytes=sum(Path(f).stat().st_size for f in files if Path(f).is_file()))
@@ -258,8 +280,8 @@ class Handlers:
             root, notes = None, [str(e)]
         if root is None:
             KEEP.discard(dest)
-            return self.failure("; ".join(notes) or "Nothing usable in the upload.")
-        return self.open_path(root, override, note="; ".join(notes))
+            return self.failure("; ".join(notes) or "Nothing usable in the upload.", shown, names)
+        return self.open_path(root, override, note="; ".join(notes), shown=shown, file=names)
 
     def on_tokenizer(self, k: str | None, override: str, index):
         op = self.store.get(k)
