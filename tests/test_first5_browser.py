@@ -87,7 +87,7 @@ def test_presenter_keeps_the_linked_mode_across_turns(page, app_url):
 
 def _upload(page, files):
     if not page.locator("#upload input[type=file]").count() or not page.locator("#upload").is_visible():
-        page.get_by_text("Open a rollout").first.click()
+        page.locator("#open-panel").get_by_text("Open a rollout").first.click()
     page.locator("#upload input[type=file]").set_input_files([str(f) for f in files])
 
 
@@ -164,7 +164,7 @@ def test_typed_path_of_a_multi_row_file_lists_its_rows(page, app_url, realdata, 
     shutil.copy(src, data_root / "two-rows.traces.json")
     rows = json.loads(src.read_text())
     _open(page, app_url, "source=sample:qwen3-tiny")
-    page.get_by_text("Open a rollout").first.click()
+    page.locator("#open-panel").get_by_text("Open a rollout").first.click()
     page.locator("#path-box textarea, #path-box input").first.fill("two-rows.traces.json")
     page.locator("#load-path").click()
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('gpt-4o')", timeout=60000)
@@ -188,3 +188,29 @@ def test_failed_upload_names_the_rollout_still_shown_and_lists_the_file(page, ap
     problems.locator("table").wait_for(timeout=10000)
     text = problems.text_content()
     assert "not-a-trace.json" in text and "unknown format" in text and "No problems" not in text
+
+
+# --- 4. the first screen: a real-weights sample, the tiny one labelled, one line on what to try --------
+
+def test_first_screen_opens_real_weights_sample_and_labels_the_tiny_one(page, app_url):
+    import json
+    from pathlib import Path
+
+    summary = Path(__file__).resolve().parent.parent / "sample_data" / "smollm2" / "summary.json"
+    model = json.loads(summary.read_text())["model"]  # the capture's own record of its model
+    _open(page, app_url)  # no link: what a new visitor sees
+    header = page.locator("#rollout-header").text_content()
+    assert model in header and "qwen3-tiny" not in header, header
+    first = page.locator("#first-steps")
+    assert first.is_visible() and "You are looking at" in first.text_content() and "Try" in first.text_content()
+    # the picker names each sample with what it is
+    page.locator("#open-panel").get_by_text("Open a rollout").first.click()
+    page.locator("#sample-picker input").click()
+    opt = page.get_by_role("option", name="qwen3-tiny", exact=False)
+    opt.wait_for(timeout=10000)
+    assert "random weights: drift demo, logprobs meaningless" in opt.text_content()
+    opt.click()
+    page.wait_for_function("document.querySelector('#status')?.textContent.includes('random weights')",
+                           timeout=30000)
+    page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('qwen3-tiny')",
+                           timeout=30000)

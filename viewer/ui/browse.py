@@ -16,11 +16,11 @@ import gradio as gr
 from .. import render
 from ..config import Settings
 from ..row_browser import ROW_COLUMNS
-from ..render.shell import token_view_template
+from ..render.shell import first_steps_html, token_view_template
 from ..views import TURN_COLUMNS, turn_view
 from . import rescores
 from .browse_handlers import PROBLEMS, STATUS, Handlers, Slots, dataset_link, link_spec, wire
-from .opening import list_samples
+from .opening import list_samples, sample_choices
 from .staged import resolve, staged
 from .store import Opened, RolloutStore
 
@@ -79,10 +79,11 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         with gr.Column(scale=4):
             header = gr.HTML(render.notice_html("Open a rollout: pick a sample, type a path, or upload files."),
                              elem_id="rollout-header")
+            gr.HTML(first_steps_html(), elem_id="first-steps")
             status = gr.HTML("", elem_id="status")
         with gr.Column(scale=2, min_width=320):
             with gr.Accordion("Open a rollout", open=False, elem_id="open-panel"):
-                sample = gr.Dropdown(samples, value=default_sample, label="Bundled sample", elem_id="sample-picker")
+                sample = gr.Dropdown(sample_choices(), value=default_sample, label="Bundled sample", elem_id="sample-picker")
                 with gr.Row():
                     path = gr.Textbox(label=f"Path inside {settings.data_root}", placeholder="capture folder or trace.json",
                                       elem_id="path-box", scale=4)
@@ -141,15 +142,16 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     path.submit(staged(h.on_path, defer), [path, tok_box], outputs, api_visibility="private", **shows)
     upload.upload(staged(h.on_upload, defer), [upload, tok_box, key], outputs, api_name="open_upload", **shows)
     tok_btn.click(staged(h.on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
-    rows.select(staged(h.on_source_row, defer), [key], outputs, api_visibility="private", **shows)
+    rows.select(staged(h.on_source_row, defer), [key], outputs, api_name="open_source_row", api_visibility="private",
+                **shows)
     table.select(staged(h.on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)
     turn_no.submit(staged(h.on_select_turn, defer), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
     # ← / → step from the turn number shown, not the turn State: a State is stored on the server
     # when a two-step answer ends, so a second press within the plots' wait read the old turn and
     # stepped from it (→ then ← landed on turn 0); the number box has the first step's value.
-    prev_btn.click(staged(h.on_prev, defer), [key, turn_no], turn_outputs,
+    prev_btn.click(staged(h.on_prev, defer), [key, turn_no], turn_outputs, api_name="prev_turn",
                    api_visibility="private", **shows)
-    next_btn.click(staged(h.on_next, defer), [key, turn_no], turn_outputs,
+    next_btn.click(staged(h.on_next, defer), [key, turn_no], turn_outputs, api_name="next_turn",
                    api_visibility="private", **shows)
     for f in (trained_only, low_only, tool_f):
         f.change(h.on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)

@@ -27,7 +27,7 @@ from ..rollout import Problem
 from ..visitor import local_path
 from ..views import turn_table, turn_view
 from . import rescores
-from .opening import open_spec
+from .opening import open_spec, sample_label
 from .staged import Later, resolve
 from .store import Opened, RolloutStore
 
@@ -144,6 +144,8 @@ class Handlers:
         r, s = op.rollout, self.slots
         idx = index if index is not None and any(t.index == index for t in r.turns) else default_turn(op)
         notes = [note] if note else []
+        if op.path is not None and Path(op.path).parent == SAMPLE_DIR and sample_label(Path(op.path).name):
+            notes.insert(0, f"Bundled sample {Path(op.path).name}: {sample_label(Path(op.path).name)}.")
         if index is not None and idx != index:  # a deep link asked for a turn this rollout lacks
             have = f"turns {r.turns[0].index}–{r.turns[-1].index}" if r.turns else "no turns"
             notes.append(f"Turn {index} is not in this rollout ({have}); showing turn {idx}.")
