@@ -214,3 +214,19 @@ def test_first_screen_opens_real_weights_sample_and_labels_the_tiny_one(page, ap
                            timeout=30000)
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('qwen3-tiny')",
                            timeout=30000)
+
+
+# --- 7. copy link says "Copied" where the user clicked ----------------------------------------------
+
+def test_copy_link_says_copied_on_the_button(page, app_url):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url)
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=2")
+    btn = page.locator(f"{TV} .ri-link")
+    btn.click()
+    page.wait_for_function(f"document.querySelector('{TV} .ri-link')?.textContent.startsWith('Copied')",
+                           timeout=5000)
+    link = page.locator(TV).get_attribute("data-link")
+    assert page.evaluate("navigator.clipboard.readText()") == link and "turn=2" in link
+    box = btn.bounding_box()  # the word is on the button the user clicked, on screen
+    assert box and 0 <= box["y"] < page.viewport_size["height"]
+    page.wait_for_function(f"document.querySelector('{TV} .ri-link')?.textContent === 'copy link'", timeout=10000)

@@ -101,8 +101,13 @@ function drawBar() {
         (document.body.classList.contains('ri-present') ? '&present=1' : '');
       const url = location.origin + location.pathname + '?' + q;
       root.dataset.link = url;
-      if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(url).catch(() => {});
       detail.textContent = 'link: ' + url;
+      // Feedback where the user clicked: the button itself says whether the link is on the clipboard.
+      const said = t => { b.textContent = t; b.classList.add('ri-said'); clearTimeout(b._t);
+                          b._t = setTimeout(() => { b.textContent = 'copy link'; b.classList.remove('ri-said'); }, 2500); };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(url).then(() => said('Copied ✓'), () => said('Not copied: link below'));
+      } else said('Link below');
     };
     frag.appendChild(b);
   }
