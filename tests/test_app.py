@@ -6,10 +6,10 @@ import pytest
 
 
 def _outputs(result):
-    # open_* endpoints return (header, status, table, tool, turns_plot, hist, task, problems, source rows, turn_no,
-    # view, lp_plot, convo)
-    keys = ["header", "status", "table", "tool", "turns_plot", "hist", "task", "problems", "rows", "turn", "view",
-            "lp_plot", "convo"]
+    # open_* endpoints return (header, status, table, tool, turns_plot, hist, task, problems, source rows,
+    # sample picker, turn_no, view, lp_plot, convo)
+    keys = ["header", "status", "table", "tool", "turns_plot", "hist", "task", "problems", "rows", "sample", "turn",
+            "view", "lp_plot", "convo"]
     assert len(result) == len(keys)
     return dict(zip(keys, result))
 

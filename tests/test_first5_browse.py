@@ -27,10 +27,12 @@ def handlers(tmp_path_factory):
 
     settings = Settings.from_env()
     comps = [gr.Dataframe(), gr.Dataframe(), gr.Plot(), gr.Plot(), gr.Plot()]
-    return BrowseHandlers(settings, RolloutStore(settings), Slots(*comps, outputs=[None] * 15, turn_outputs=[None] * 5))
+    return BrowseHandlers(settings, RolloutStore(settings), Slots(*comps, outputs=[None] * 16, turn_outputs=[None] * 5))
 
 
 def test_step_handlers_move_and_stop_at_the_ends(handlers):
+    import gradio as gr
+
     from viewer.ui.staged import resolve
 
     vals = resolve(handlers.on_sample("qwen3-tiny", ""))
@@ -39,13 +41,20 @@ def test_step_handlers_move_and_stop_at_the_ends(handlers):
     assert first in order
     nxt = handlers.on_next(key, first)
     assert nxt[0] == order[order.index(first) + 1]
-    assert handlers.on_prev(key, float(order[0]))[0] == order[0]  # the number box sends a float
-    assert handlers.on_next(key, order[-1])[0] == order[-1]
+    assert handlers.on_prev(key, float(order[1]))[0] == order[0]  # the number box sends a float
+    skip = type(gr.skip())
+    # at either end the turn stays (nothing sent; a message says so)
+    assert all(isinstance(v, skip) for v in handlers.on_prev(key, float(order[0])))
+    assert all(isinstance(v, skip) for v in handlers.on_next(key, order[-1]))
+    # with "trained turns only", the steps land on trained turns only
+    trained = [t.index for t in handlers.store.get(key).rollout.turns if t.trained]
+    assert handlers.on_next(key, trained[0], True)[0] == trained[1]
+    assert all(isinstance(v, skip) for v in handlers.on_next(key, trained[-1], True))
 
 
 def test_open_failure_changes_only_the_status_line(handlers):
     import gradio as gr
 
     vals = handlers.on_path("../../etc/passwd", "")
-    assert len(vals) == 15 and "ri-error" in vals[2]
+    assert len(vals) == 16 and "ri-error" in vals[2]
     assert all(isinstance(v, type(gr.skip())) for i, v in enumerate(vals) if i != 2)

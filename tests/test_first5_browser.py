@@ -24,7 +24,12 @@ def _turn(page) -> str:
 
 
 def _wait_turn(page, turn: str):
-    page.wait_for_function(f"document.querySelector('{TV}')?.dataset.turn === '{turn}'", timeout=30000)
+    try:
+        page.wait_for_function(f"document.querySelector('{TV}')?.dataset.turn === '{turn}'", timeout=30000)
+    except Exception:
+        print("DEBUG want", turn, "have", _turn(page), page.evaluate("document.querySelector('#turn-number input').value"),
+              page.evaluate("[...document.querySelectorAll('.toast-body')].map(t => t.textContent)"))
+        raise
 
 
 def _row(page, n: int):
@@ -230,3 +235,48 @@ def test_copy_link_says_copied_on_the_button(page, app_url):
     box = btn.bounding_box()  # the word is on the button the user clicked, on screen
     assert box and 0 <= box["y"] < page.viewport_size["height"]
     page.wait_for_function(f"document.querySelector('{TV} .ri-link')?.textContent === 'copy link'", timeout=10000)
+
+
+# --- 6. navigation: the turn marked in the list, filters respected, the ends said, the picker in step -------
+
+def _listed_turns(page) -> list[str]:
+    return page.evaluate("[...document.querySelectorAll('#turn-list .virtual-row .first-column')]"
+                         ".map(c => c.textContent.trim())")
+
+
+def _toast(page, words: str):
+    page.wait_for_function(f"[...document.querySelectorAll('.toast-body')].some(t => t.textContent.includes({words!r}))",
+                           timeout=15000)
+
+
+def test_turn_list_marks_the_shown_turn_and_steps_follow_the_filter(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
+    current = "document.querySelector('#turn-list .virtual-row.ri-current .first-column')?.textContent.trim()"
+    page.wait_for_function(f"{current} === '1'", timeout=15000)
+    all_turns = _listed_turns(page)
+    page.locator("#f-trained input").check()
+    page.wait_for_function(f"document.querySelectorAll('#turn-list .virtual-row').length < {len(all_turns)}",
+                           timeout=15000)
+    trained = _listed_turns(page)  # what the list shows with "trained turns only"
+    assert trained[0] == "1" and len(trained) >= 2
+    for want in trained[1:]:
+        page.locator("#next-turn").click()
+        _wait_turn(page, want)
+        page.wait_for_function(f"{current} === '{want}'", timeout=15000)
+    page.locator("#next-turn").click()  # past the last trained turn: it stays, and says so
+    _toast(page, "Already at the last")
+    assert _turn(page) == trained[-1]
+    page.locator("#f-trained input").uncheck()
+    for want in reversed(all_turns[:all_turns.index(trained[-1])]):
+        page.locator("#prev-turn").click()
+        _wait_turn(page, want)
+    page.locator("#prev-turn").click()
+    _toast(page, "Already at the first")
+    assert _turn(page) == all_turns[0]
+
+
+def test_sample_picker_shows_the_sample_the_link_opened(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny")
+    page.locator("#open-panel").get_by_text("Open a rollout").first.click()
+    page.wait_for_function("document.querySelector('#sample-picker input')?.value.startsWith('qwen3-tiny')",
+                           timeout=15000)

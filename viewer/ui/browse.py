@@ -124,7 +124,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             problems = gr.HTML("", elem_id="problems")
 
     turn_outputs = [turn, turn_no, view, lp_plot, convo]
-    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows] + turn_outputs
+    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows, sample] + turn_outputs
     assert outputs[STATUS] is status and outputs[PROBLEMS] is problems  # the failure's places (browse_handlers)
     h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
 
@@ -149,10 +149,13 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     # ← / → step from the turn number shown, not the turn State: a State is stored on the server
     # when a two-step answer ends, so a second press within the plots' wait read the old turn and
     # stepped from it (→ then ← landed on turn 0); the number box has the first step's value.
-    prev_btn.click(staged(h.on_prev, defer), [key, turn_no], turn_outputs, api_name="prev_turn",
-                   api_visibility="private", **shows)
-    next_btn.click(staged(h.on_next, defer), [key, turn_no], turn_outputs, api_name="next_turn",
-                   api_visibility="private", **shows)
+    steps = [key, turn_no, trained_only, low_only, tool_f]  # ← / → walk the turns the list shows
+    # A second press while the first answer's plots are pending is queued, not dropped (Gradio's
+    # default trigger_mode "once" ignored it: ◀ ◀ moved one turn).
+    prev_btn.click(staged(h.on_prev, defer), steps, turn_outputs, api_name="prev_turn",
+                   api_visibility="private", trigger_mode="always_last", **shows)
+    next_btn.click(staged(h.on_next, defer), steps, turn_outputs, api_name="next_turn",
+                   api_visibility="private", trigger_mode="always_last", **shows)
     for f in (trained_only, low_only, tool_f):
         f.change(h.on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 

@@ -164,7 +164,13 @@ class Handlers:
         r_plots = (self.plot_later(op, ("turns-plot",), lambda: wire(s.turns_plot, plots.turns_figure(r))),
                    self.plot_later(op, ("histogram",), lambda: wire(s.hist_plot, plots.histogram_figure(r, low=low))))
         return [op.key, header, status_html, table_df, gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
-                *r_plots, task_html, problems_html, self.rows_update(op)] + self.turn_values(op, idx, focus, mode)
+                *r_plots, task_html, problems_html, self.rows_update(op), self.picked_sample(op)
+                ] + self.turn_values(op, idx, focus, mode)
+
+    def picked_sample(self, op: Opened):
+        """The sample picker follows what is open: the sample's name, or empty for anything else."""
+        p = Path(op.path) if op.path is not None else None
+        return p.name if p is not None and p.parent == SAMPLE_DIR else None
 
     def source_rows(self, op: Opened) -> tuple[int, Any] | None:
         """(rows in all, the first ROWS_SHOWN as the row table's value) when the rollout came from a local
@@ -328,22 +334,34 @@ class Handlers:
             return self.skip_turn()
         return self.on_select_turn(k, row[0])
 
-    def on_step(self, k: str | None, index, step: int) -> list:
+    def on_step(self, k: str | None, index, step: int, trained: bool = False, low: bool = False,
+                tool: str | None = None) -> list:
+        """The next (step +1) or previous (-1) turn among those the turn list shows (its filters);
+        at either end the turn stays and a message says so."""
         op = self.store.get(k)
         if op is None:
             return self.skip_turn()
-        order = [t.index for t in op.rollout.turns]
-        if not order:
+        filtered = bool(trained or low or tool not in (None, "", "(any)"))
+        order = ([int(t) for t in self.on_filter(k, bool(trained), bool(low), tool)["turn"]] if filtered
+                 else [t.index for t in op.rollout.turns])
+        here = float(index) if isinstance(index, (int, float)) else None  # the number box sends a float
+        if here is None:  # nothing selected yet: the first (or last) listed turn
+            target = (order[0] if step > 0 else order[-1]) if order else None
+        else:
+            ahead = [t for t in order if (t > here if step > 0 else t < here)]
+            target = (ahead[0] if step > 0 else ahead[-1]) if ahead else None
+        if target is None:
+            which = "trained or filtered " if filtered else ""
+            gr.Info(f"Already at the {'last' if step > 0 else 'first'} {which}turn." if order
+                    else "No turn matches the filters.")
             return self.skip_turn()
-        index = int(index) if isinstance(index, (int, float)) else index  # the number box sends a float
-        pos = order.index(index) if index in order else 0
-        return self.turn_values(op, order[max(0, min(len(order) - 1, pos + step))])
+        return self.turn_values(op, target)
 
-    def on_prev(self, k: str | None, index) -> list:
-        return self.on_step(k, index, -1)
+    def on_prev(self, k: str | None, index, trained: bool = False, low: bool = False, tool: str | None = None) -> list:
+        return self.on_step(k, index, -1, trained, low, tool)
 
-    def on_next(self, k: str | None, index) -> list:
-        return self.on_step(k, index, +1)
+    def on_next(self, k: str | None, index, trained: bool = False, low: bool = False, tool: str | None = None) -> list:
+        return self.on_step(k, index, +1, trained, low, tool)
 
     def on_filter(self, k: str | None, trained: bool, low: bool, tool: str):
         op = self.store.get(k)

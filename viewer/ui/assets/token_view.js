@@ -322,6 +322,24 @@ window.addEventListener('ri-marks', e => {
   root.dataset.marks = String(markSet.size);
 });
 
+// The main view marks its turn in the turn list (Gradio draws the list's rows itself, and again
+// as it scrolls: an observer re-marks them).
+let listObs = null;
+function markTurnList() {
+  if (myId !== 'token-view') return;
+  const list = document.querySelector('#turn-list');
+  if (!list) return;
+  if (!listObs) {
+    listObs = new MutationObserver(markTurnList);
+    listObs.observe(list, {childList: true, subtree: true, characterData: true});
+  }
+  list.querySelectorAll('.virtual-row').forEach(r => {
+    const c = r.querySelector('.first-column');
+    const on = !!D && !!c && c.textContent.trim() === String(D.turn);
+    if (r.classList.contains('ri-current') !== on) r.classList.toggle('ri-current', on);
+  });
+}
+
 let loaded = null;  // the payload string now drawn
 function load() {
   // The same payload again (a two-step answer re-sends the token view with the plots): keep
@@ -339,6 +357,7 @@ function load() {
   spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks();
   root.dataset.n = String(D.ids.length); root.dataset.prompt = String(D.prompt_len); delete root.dataset.selected;
   root.dataset.marks = String(markSet.size);
+  markTurnList();
   if (D.focus) { reveal(D.focus[0]); select(D.focus[0], D.focus[1], true); return; }
   // Open on the answer: the chunks around the prompt/output boundary are hydrated while
   // still detached, then one layout places the boundary near the top.
