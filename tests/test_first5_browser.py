@@ -280,3 +280,34 @@ def test_sample_picker_shows_the_sample_the_link_opened(page, app_url):
     page.locator("#open-panel").get_by_text("Open a rollout").first.click()
     page.wait_for_function("document.querySelector('#sample-picker input')?.value.startsWith('qwen3-tiny')",
                            timeout=15000)
+
+
+# --- 9. the Capture tab says, before Start, that the first local capture installs what it lacks ----------
+
+@pytest.fixture
+def app_without_vllm(tmp_path):
+    """The real app on loopback, on a machine whose vLLM environment is not installed (a path that is not there)."""
+    from conftest import free_port
+
+    from viewer.config import Settings
+    from viewer.ui import create_app, launch_kwargs
+
+    from dataclasses import replace
+
+    settings = replace(Settings.from_env(), capture_vllm_python=str(tmp_path / "no-venv" / "python"))
+    demo = create_app(settings)
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True,
+                            **launch_kwargs(settings))
+    yield url.rstrip("/")
+    demo.close()
+
+
+def test_capture_tab_says_the_first_local_capture_installs_vllm(page, app_without_vllm):
+    _open(page, app_without_vllm, "source=sample:qwen3-tiny")
+    page.get_by_role("tab", name="Capture").click()
+    note = page.locator("#capture-install-note")
+    note.wait_for(timeout=15000)
+    text = note.text_content()
+    assert "first capture installs" in text and "vLLM" in text and "minutes" in text
+    # it is said before the Start button, not after a press
+    assert note.bounding_box()["y"] < page.locator("#capture-start").bounding_box()["y"]
