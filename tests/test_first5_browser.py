@@ -311,3 +311,44 @@ def test_capture_tab_says_the_first_local_capture_installs_vllm(page, app_withou
     assert "first capture installs" in text and "vLLM" in text and "minutes" in text
     # it is said before the Start button, not after a press
     assert note.bounding_box()["y"] < page.locator("#capture-start").bounding_box()["y"]
+
+
+# --- 8. a rescore run by one visitor shows to another as a cached result, with its time ----------------
+
+@pytest.mark.slow
+def test_rescore_by_another_visitor_is_said_to_be_cached(browser, app_url):
+    from requires import need
+
+    from viewer.config import REPO_ROOT
+    from viewer.rescore import torch_available
+
+    if not torch_available():
+        need("torch", "requirements-rescore.txt")
+    if not (REPO_ROOT / ".cache" / "models" / "tiny-qwen3" / ".done").exists():
+        if not (REPO_ROOT / ".venv-vllm" / "bin" / "python").exists():
+            need(".venv-vllm", "it builds the tiny-qwen3 model; scripts/setup_capture.sh installs it")
+        from viewer.rescore.model import resolve_model
+
+        resolve_model("tiny-qwen3")
+    pages = []
+    for _ in range(2):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pages.append(ctx.new_page())
+    a, b = pages
+    try:
+        _open(a, app_url, "source=sample:qwen3-tiny&turn=1")
+        a.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
+        a.locator("#rescore-run").click()
+        a.wait_for_function("document.querySelector('#token-view button[data-mode=delta].on') !== null",
+                            timeout=180000)
+        assert "mean |Δ|" in a.locator("#rescore-summary").text_content()
+        assert "cached result" not in a.locator("#rescore-summary").text_content()  # A ran it
+        _open(b, app_url, "source=sample:qwen3-tiny&turn=1")
+        b.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
+        b.wait_for_function("document.querySelector('#rescore-summary')?.textContent.includes('mean |Δ|')",
+                            timeout=30000)
+        said = b.locator("#rescore-summary").text_content()
+        assert "A cached result" in said and "another visitor" in said and "UTC" in said, said
+    finally:
+        for pg in pages:
+            pg.context.close()

@@ -9,6 +9,7 @@ with progress and Cancel, one rescore at a time. Without torch the panel says ho
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import gradio as gr
@@ -39,6 +40,15 @@ def _model_name(choice: str | None, rollout, public: bool) -> str:
     if public and name not in MODELS[1:]:
         raise ValueError(f"In public mode only {', '.join(MODELS[1:])} can be used for a rescore (got {name!r}).")
     return name
+
+
+def cached_note(key: str | None, session: str | None) -> str:
+    """Said over a rescore this visitor did not run (the result is shared per rollout): whose and when."""
+    got = rescores.origin(key)
+    if got is None or (got[0] and got[0] == session):
+        return ""
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(got[1]))
+    return f"A cached result: this rollout was rescored by another visitor at {when}. Press Rescore to run it yourself."
 
 
 def build(settings: Settings, store, browse) -> None:
@@ -74,13 +84,13 @@ def build(settings: Settings, store, browse) -> None:
             return None
         return op.table.texts(list(t.output_ids)) if op.table is not None else None
 
-    def panel(key, index, note: str = "") -> list:
+    def panel(key, index, request: gr.Request = None, session: str | None = None) -> list:
         op = store.get(key)
         res = rescores.get(key) if op is not None else None
         if not torch_available() and res is None:
             head = render.notice_html(TORCH_HINT)
         else:
-            head = render.rescore_summary_html(res, note)
+            head = render.rescore_summary_html(res, cached_note(key, session or getattr(request, "session_hash", None)))
         fig = plots.delta_figure(res, int(index), texts(op, index)) if res is not None and index is not None \
             else plots.delta_figure(None, 0)
         return [head, pd.DataFrame(render.rescore_turn_rows(res), columns=render.RESCORE_COLUMNS), fig,
@@ -93,7 +103,7 @@ def build(settings: Settings, store, browse) -> None:
             _CANCEL.pop(next(iter(_CANCEL)))
         return rid
 
-    def on_run(rid, key, index, model_choice, trainer_choice, progress=gr.Progress()):
+    def on_run(rid, key, index, model_choice, trainer_choice, request: gr.Request = None, progress=gr.Progress()):
         skip = [gr.skip()] * (3 + len(browse.turn_outputs))
 
         def fail(message: str) -> list:
@@ -121,11 +131,12 @@ def build(settings: Settings, store, browse) -> None:
         finally:
             if rid:
                 _CANCEL.pop(rid, None)
-        rescores.put(op.key, res)
+        session = getattr(request, "session_hash", None)
+        rescores.put(op.key, res, session)
         turn_vals = browse.select_fn(key, index, "delta") if index is not None else [gr.skip()] * len(
             browse.turn_outputs)
         # postprocess=False (the turn values come serialised from the shared cache): ours too
-        return [wire(c, v) for c, v in zip(outs, panel(key, index))] + list(turn_vals)
+        return [wire(c, v) for c, v in zip(outs, panel(key, index, session=session))] + list(turn_vals)
 
     def on_cancel(rid):
         ev = _CANCEL.get(rid) if rid else None
