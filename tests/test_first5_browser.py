@@ -338,11 +338,22 @@ def test_rescore_by_another_visitor_is_said_to_be_cached(browser, app_url):
     try:
         _open(a, app_url, "source=sample:qwen3-tiny&turn=1")
         a.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
+        # 11: the rescore's progress is drawn once (it was drawn over each of its outputs)
+        a.evaluate("""() => { window.__riMostTrackers = 0;
+          const count = () => { const n = document.querySelectorAll('[data-testid=status-tracker]:not(.hide)').length;
+                                window.__riMostTrackers = Math.max(window.__riMostTrackers, n); };
+          new MutationObserver(count).observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                             attributeFilter: ['class']}); }""")
         a.locator("#rescore-run").click()
         a.wait_for_function("document.querySelector('#token-view button[data-mode=delta].on') !== null",
                             timeout=180000)
+        assert a.evaluate("window.__riMostTrackers") == 1
         assert "mean |Δ|" in a.locator("#rescore-summary").text_content()
         assert "cached result" not in a.locator("#rescore-summary").text_content()  # A ran it
+        # 11: the per-turn table uses the summary's precision (Δ 4 decimals, ratio 3), not 6
+        cells = a.evaluate("[...document.querySelectorAll('#rescore-turns .body-cell')].map(c => c.textContent.trim())")
+        decimals = [len(c.split(".")[1]) for c in cells if c.replace(".", "", 1).replace("-", "", 1).isdigit() and "." in c]
+        assert decimals and max(decimals) <= 4, cells
         _open(b, app_url, "source=sample:qwen3-tiny&turn=1")
         b.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
         b.wait_for_function("document.querySelector('#rescore-summary')?.textContent.includes('mean |Δ|')",

@@ -148,7 +148,8 @@ def build(settings: Settings, store, browse) -> None:
     outs = [summary, table, delta_plot, ratio_plot]
     run.click(new_run, None, run_id, api_visibility="private", queue=False).then(
         on_run, [run_id, browse.key, browse.turn, model, trainer], outs + list(browse.turn_outputs),
-        api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False)
+        api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False,
+        show_progress_on=[summary])  # one progress bar, on the panel (not on each of its outputs)
     cancel.click(on_cancel, [run_id], summary, api_name="rescore_cancel", queue=False)
     for comp in (browse.key, browse.turn):
         comp.change(panel, [browse.key, browse.turn], outs, api_visibility="private", show_progress="hidden")
