@@ -363,3 +363,14 @@ def test_rescore_by_another_visitor_is_said_to_be_cached(browser, app_url):
     finally:
         for pg in pages:
             pg.context.close()
+
+
+def test_drift_repro_box_appears_only_with_files(page, app_url):
+    # 11: turn 1 writes `<tool_call>` as plain pieces (the sample's README): a drift case to export
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
+    page.get_by_role("tab", name="Drift").click()
+    page.locator("#drift-repro-btn").wait_for(timeout=15000)
+    assert not page.locator("#drift-repro").is_visible()  # nothing exported: no empty box
+    page.locator("#drift-repro-btn").click()
+    page.wait_for_function("document.querySelectorAll('#drift-repro a').length > 0", timeout=30000)
+    assert page.locator("#drift-repro").is_visible()
