@@ -374,3 +374,14 @@ def test_drift_repro_box_appears_only_with_files(page, app_url):
     page.locator("#drift-repro-btn").click()
     page.wait_for_function("document.querySelectorAll('#drift-repro a').length > 0", timeout=30000)
     assert page.locator("#drift-repro").is_visible()
+
+
+def test_row_click_shows_no_spreadsheet_handles(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
+    page.locator("#turn-list .body-cell[data-row='2']").nth(2).click()  # a cell in the middle of turn 2's row
+    _wait_turn(page, "2")
+    page.wait_for_function("document.querySelector('#turn-list .cell-selected') !== null", timeout=10000)
+    handles = page.locator("#turn-list .selection-button")
+    assert all(not handles.nth(i).is_visible() for i in range(handles.count()))
+    shadow = page.evaluate("getComputedStyle(document.querySelector('#turn-list .cell-selected')).boxShadow")
+    assert shadow == "none", shadow
