@@ -385,3 +385,21 @@ def test_row_click_shows_no_spreadsheet_handles(page, app_url):
     assert all(not handles.nth(i).is_visible() for i in range(handles.count()))
     shadow = page.evaluate("getComputedStyle(document.querySelector('#turn-list .cell-selected')).boxShadow")
     assert shadow == "none", shadow
+
+
+# --- 10. wording that contradicted itself -------------------------------------------------------------
+
+def test_train_turns_label_does_not_claim_trl_message_while_contract_rows_show(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
+    page.get_by_role("tab", name="Drift").click()
+    page.wait_for_function("document.querySelector('#drift-view [data-trainer]') !== null", timeout=30000)
+    in_use = page.locator("#drift-view [data-trainer]").first.get_attribute("data-trainer")
+    label = page.locator("#drift-train-turns").text_content()
+    assert in_use == "trl-contract"  # auto picks the contract rows for a capture with engine ids
+    assert "Train turns (trl-message)" not in label and "only when the trainer is trl-message" in label, label
+
+
+def test_bad_turn_in_a_link_is_named_plainly(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=abc")
+    status = page.locator("#status").text_content()
+    assert "turn='abc'" in status and "not a number" in status and "tok:" not in status, status
