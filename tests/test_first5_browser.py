@@ -403,3 +403,20 @@ def test_bad_turn_in_a_link_is_named_plainly(page, app_url):
     _open(page, app_url, "source=sample:qwen3-tiny&turn=abc")
     status = page.locator("#status").text_content()
     assert "turn='abc'" in status and "not a number" in status and "tok:" not in status, status
+
+
+# --- 13 (part). a visible Present button ---------------------------------------------------------------
+
+def test_present_button_enters_presenter_mode_and_the_address_says_so(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
+    btn = page.locator(f"{TV} .ri-present-btn")
+    assert btn.is_visible() and "Present" in btn.text_content()
+    btn.click()
+    page.wait_for_function("document.body.classList.contains('ri-present')", timeout=5000)
+    assert page.evaluate("new URL(location.href).searchParams.get('present')") == "1"
+    assert not btn.is_visible() and page.locator("#presenter .ri-pr").is_visible()
+    page.keyboard.press("ArrowRight")  # the presenter's keys work
+    _wait_turn(page, "2")
+    page.keyboard.press("Escape")
+    page.wait_for_function("!document.body.classList.contains('ri-present')", timeout=5000)
+    assert page.evaluate("new URL(location.href).searchParams.get('present')") is None and btn.is_visible()

@@ -111,6 +111,13 @@ function drawBar() {
     };
     frag.appendChild(b);
   }
+  if (myId === 'token-view') {  // hidden while presenting (app.css)
+    // Presenter mode (viewer/ui/assets/presenter.js listens): the same view, large, for a room.
+    const b = el('button', 'ri-btn ri-present-btn', 'Present ▸');
+    b.title = 'Presenter mode: large type, ← → turns, j k tokens, m colour, d drift, Esc leaves';
+    b.onclick = () => window.dispatchEvent(new CustomEvent('ri-present'));
+    frag.appendChild(b);
+  }
   if (pages() > 1) {
     const pg = el('span', 'ri-pager');
     const prev = el('button', 'ri-btn', '‹'); prev.disabled = page === 0;
