@@ -420,3 +420,11 @@ def test_present_button_enters_presenter_mode_and_the_address_says_so(page, app_
     page.keyboard.press("Escape")
     page.wait_for_function("!document.body.classList.contains('ri-present')", timeout=5000)
     assert page.evaluate("new URL(location.href).searchParams.get('present')") is None and btn.is_visible()
+
+
+def test_presenter_cues_the_first_and_last_turn(page, app_url):
+    _open(page, app_url, "source=sample:qwen3-tiny&turn=0&present=1")
+    page.wait_for_function("document.body.classList.contains('ri-present')")
+    page.keyboard.press("ArrowLeft")  # already on the first turn: said, not silently nothing
+    _toast(page, "Already at the first turn")
+    assert page.locator(".toast-body").first.is_visible() and _turn(page) == "0"
