@@ -62,7 +62,8 @@ def time_payload(turn: Turn, table) -> tuple[float, str]:
     for _ in range(5):
         t0 = time.perf_counter()
         tt = turn_tokens(turn, table)
-        payload = render.token_view_payload(turn, tt, low=-2.5, context_tail=10**9, page_tokens=10**9)
+        payload = render.token_view_payload(turn, tt, render.ViewOptions(low=-2.5, context_tail=10**9,
+                                                                             page_tokens=10**9))
         times.append(time.perf_counter() - t0)
     return statistics.median(times), payload
 

@@ -58,7 +58,7 @@ def test_corrupt_parquet_is_a_clear_error(tmp_path):
         src.rollout(0)
     from viewer.cli import main
 
-    assert main(["summary", str(p)]) == 1  # one line on stderr, no traceback
+    assert main(["summary", str(p)]) == 2  # bad input (docs/CLI.md): one line on stderr, no traceback
 
 
 def test_truncated_zip_upload_is_refused_with_why(tmp_path):

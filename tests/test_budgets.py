@@ -44,12 +44,13 @@ def test_cited_tests_exist():
 def test_modes_and_overrides():
     assert limits(public=False, environ={}).turns == 100_000
     assert limits(public=True, environ={}).turns == 2_000
-    assert limits(environ={"SPACE_ID": "o/s"}).turns == 2_000  # a Space is public
-    assert limits(environ={"VIEWER_PUBLIC": "0"}).turns == 100_000
+    space, local = {"SPACE_ID": "o/s"}, {"VIEWER_PUBLIC": "0"}
+    assert Settings.from_env(space).limits(space).turns == 2_000  # a Space is public
+    assert Settings.from_env(local).limits(local).turns == 100_000
     assert limits(public=True, environ={"VIEWER_BUDGET_TURNS": "7"}).turns == 7
     assert limits(public=True, environ={"VIEWER_BUDGET_TURNS": "0"}).turns == 2_000
     with pytest.raises(ValueError, match="VIEWER_BUDGET_TURNS='many': not a number"):
-        limits(environ={"VIEWER_BUDGET_TURNS": "many"})
+        limits(False, environ={"VIEWER_BUDGET_TURNS": "many"})
     s = Settings.from_env({"VIEWER_PUBLIC": "1"})
     assert s.limits({"VIEWER_PUBLIC": "1"}).public and s.limits({}).template_s == 5
     assert not Settings().limits({}).public

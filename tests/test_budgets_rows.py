@@ -81,7 +81,7 @@ def test_each_opened_row_gives_its_memory_back(tmp_path, monkeypatch):
     for n in range(1, 16):
         op, err, _ = bounded(lambda n=n: open_spec(store, settings, "rows.parquet", row=n), 20)
         assert err is None, err
-        assert op.rollout.meta["row"] == n
+        assert op.rollout.origin.row == n
         del op
     assert arrow_mb() - arrow0 < 1, f"{arrow_mb() - arrow0:.0f} MB of decoded row groups still held"
     assert rss_mb() - before < mem_margin_mb()
@@ -102,7 +102,7 @@ def test_a_large_honest_row_group_still_opens_on_a_local_app(tmp_path, monkeypat
     del t
     local = Settings(data_root=str(tmp_path))
     op = open_spec(RolloutStore(local), local, "big.parquet", row=5)
-    assert op.rollout.meta["row"] == 5
+    assert op.rollout.origin.row == 5
     monkeypatch.setenv("VIEWER_BUDGET_DECOMPRESSED_MB", "64")
     with pytest.raises(SourceError, match=r"over the 64 MB budget .*VIEWER_BUDGET_DECOMPRESSED_MB=N"):
         open_spec(RolloutStore(local), local, "big.parquet", row=5)

@@ -110,13 +110,13 @@ def test_a_captures_own_template_bomb_stops_at_its_budget(tmp_path, monkeypatch,
     before = rss_mb()
     tv, err, elapsed = bounded(lambda: turn_view(op.rollout, 0, op.choice.tokenizer, op.table), 30)
     assert err is None, repr(err)
-    why = tv.turn.meta.get("rerender_error", "")
+    why = tv.turn.origin.rerender_error or ""
     budget = "2 s budget" if bomb == "time" else "256 MB budget"
     assert "BudgetExceeded: chat template render" in why and budget in why, why
     assert elapsed < 2 + 5 + 15  # the budget, the kill grace, a fresh worker's start
     assert rss_mb() - before < mem_margin_mb()
     again, err, elapsed = bounded(lambda: turn_view(op.rollout, 0, op.choice.tokenizer, op.table), 30)
-    assert err is None and again.turn.meta.get("rerender_error") == why
+    assert err is None and again.turn.origin.rerender_error == why
     assert elapsed < 1.0, f"{elapsed:.2f} s: rendered again"
 
 

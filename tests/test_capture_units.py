@@ -326,3 +326,109 @@ def test_scripted_command_feeds_the_example_input_exactly(tmp_path, stdin):
     (tmp_path / "solution.py").write_text("import sys; sys.stdout.write(repr(sys.stdin.read()))")
     out = subprocess.run(["bash", "-c", call["arguments"]["command"]], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout == repr(stdin), out.stderr
+
+
+# ------------------------------------------------------------------ capture defaults: one owner (issue 20)
+def _capture_form(settings):
+    """The Capture tab built in a Blocks, as the app builds it: elem_id -> component."""
+    import gradio as gr
+
+    from viewer.ui import capture_tab
+
+    with gr.Blocks() as demo:
+        capture_tab.build(settings, store=None, browse=SimpleNamespace(outputs=[], show_fn=None))
+    return {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
+
+
+def test_the_capture_form_builds_its_spec_from_the_settings():
+    """A changed setting changes the spec the Capture tab starts: through the box's first value and
+    when the visitor empties the box (no default of the tab's own, as `a_to or 300` once was)."""
+    from viewer.config import Settings
+    from viewer.ui.capture_tab import form_spec
+
+    s = Settings(capture_model="smollm2", capture_agent_timeout_s=77.0, capture_max_output_tokens=99,
+                 capture_top_logprobs=3, capture_test_timeout_s=4.5)
+    form = _capture_form(s)
+    shown = [form[k].value for k in ("capture-backend", "capture-model", "capture-endpoint", "capture-task",
+                                      "capture-deepcoder", "capture-scripted", "capture-instruction",
+                                      "capture-agent-timeout", "capture-max-tokens")]
+    args = [*shown, form["capture-results-repo"].value, form["capture-pieces"].value]
+    spec = form_spec(s, False, "", *args)
+    assert (spec.model, spec.agent_timeout_s, spec.max_output_tokens) == ("smollm2", 77.0, 99)
+    emptied = form_spec(s, False, "", "local", "", "", None, False, True, "", None, None, "", False)
+    assert (emptied.model, emptied.agent_timeout_s, emptied.max_output_tokens) == ("smollm2", 77.0, 99)
+    assert (emptied.top_logprobs, emptied.test_timeout_s) == (3, 4.5)  # settings the form does not show
+    other = form_spec(Settings(capture_agent_timeout_s=12.0), False, "", *args[:7], None, None, "", False)
+    assert other.agent_timeout_s == 12.0
+
+
+def test_one_model_list_for_the_form_validation_and_rescore(capsys):
+    from viewer.capture.fields import capture_spec
+    from viewer.capture.models import MODELS
+    from viewer.config import Settings
+    from viewer.ui import rescore_panel
+    from viewer.visitor import VisitorError
+
+    assert MODELS == ("tiny-qwen3", "smollm2")  # docs/CAPTURE-GUIDE.md's CPU model list
+    form = _capture_form(Settings())
+    assert [c[1] if isinstance(c, tuple) else c for c in form["capture-model"].choices] == list(MODELS)
+    assert rescore_panel.MODELS[1:] == list(MODELS)
+    assert Settings().capture_model in MODELS
+    # config.py cannot import capture/ (capture reads config): its help names the models, checked here
+    help_text = next(h for name, _, _, h in Settings.docs() if name == "capture_model")
+    assert " / ".join(MODELS) in help_text
+    from viewer.cli import main as cli_main  # the command line's choices and help read the same tuples
+    from viewer.capture.fields import BACKENDS
+
+    for cmd, want in (("rescore", " / ".join(MODELS)), ("capture", "{" + ",".join(BACKENDS) + "}")):
+        with pytest.raises(SystemExit):
+            cli_main([cmd, "--help"])
+        assert want in " ".join(capsys.readouterr().out.split()), cmd
+    for m in MODELS:  # every listed model passes the check even on a public app (hf-jobs)
+        assert capture_spec(Settings(), out="o", public=True, token="t", backend="hf-jobs", results_repo="o/r",
+                            model=m).model == m
+    with pytest.raises(VisitorError, match="not a listed model"):
+        capture_spec(Settings(), out="o", public=True, token="t", backend="hf-jobs", results_repo="o/r", model="tiny")
+
+
+def test_capture_spec_defaults_are_the_settings_defaults():
+    """CaptureSpec's defaults for what a setting covers are the setting's own, not a second copy."""
+    from dataclasses import fields
+
+    from viewer.capture.spec import CaptureSpec
+    from viewer.config import Settings
+
+    spec, s = CaptureSpec(out=""), Settings()
+    pairs = {"model": "capture_model", "agent_timeout_s": "capture_agent_timeout_s",
+             "test_timeout_s": "capture_test_timeout_s", "max_output_tokens": "capture_max_output_tokens",
+             "top_logprobs": "capture_top_logprobs", "logprobs_mode": "capture_logprobs_mode",
+             "flavor": "capture_hf_flavor", "results_repo": "capture_results_repo", "auto_setup": "capture_auto_setup"}
+    assert {k: getattr(spec, k) for k in pairs} == {k: getattr(s, v) for k, v in pairs.items()}
+    # and the literal is written once: in config.py, not in spec.py
+    import ast
+    src = (Path(__file__).resolve().parent.parent / "viewer/capture/spec.py").read_text()
+    numbers = {n.value for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Constant)}
+    assert not {300.0, 1024, "tiny-qwen3", "a100-large"} & numbers
+    assert {f.name for f in fields(CaptureSpec)} >= set(pairs)
+
+
+def test_the_capture_tab_writes_no_default_number():
+    """viewer/ui/capture_tab.py takes every default from the settings or the spec: no number in a
+    fallback (`float(a_to or 300)`) or as a number box's first value (layout sizes like lines=2 are not defaults)."""
+    import ast
+
+    def defaults(src: str) -> list[tuple[int, object]]:
+        out = []
+        for n in ast.walk(ast.parse(src)):
+            if isinstance(n, ast.BoolOp):
+                out += [v for v in n.values if isinstance(v, ast.Constant)]
+            elif isinstance(n, ast.Call) and getattr(n.func, "attr", "") in ("Number", "Slider"):
+                out += [a for a in n.args[:1] + [k.value for k in n.keywords if k.arg == "value"]
+                        if isinstance(a, ast.Constant)]
+        return sorted((c.lineno, c.value) for c in out if type(c.value) in (int, float))
+
+    assert defaults("x = float(a_to or 300)\nn = gr.Number(1024, precision=0)\nt = gr.Textbox(lines=2)") == [
+        (1, 300), (2, 1024)]
+    src = (Path(__file__).resolve().parent.parent / "viewer/ui/capture_tab.py").read_text()
+    assert defaults(src) == []
+    assert "tiny-qwen3" not in src and "smollm2" not in src

@@ -85,6 +85,6 @@ def test_errors_exit_codes(tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("error:")
     bad = tmp_path / "trace.json"
     bad.write_text("{not json")
-    assert cli.main(["compare", str(SAMPLES / "qwen3-tiny"), str(bad)]) == 1
+    assert cli.main(["compare", str(SAMPLES / "qwen3-tiny"), str(bad)]) == 2
     assert capsys.readouterr().err.startswith("error:")
-    assert cli.main(["compare", str(SAMPLES / "qwen3-tiny"), str(SAMPLES / "qwen3-tiny"), "--b-row", "2"]) == 1
+    assert cli.main(["compare", str(SAMPLES / "qwen3-tiny"), str(SAMPLES / "qwen3-tiny"), "--b-row", "2"]) == 2

@@ -410,3 +410,34 @@ def test_scan_encode_equals_transformers_call(qwen3):
     texts = ["def f():\n    return 'héllo 🦩'\n", "<|im_start|>user\n<tool_call>{\"a\": 1}</tool_call><|im_end|>",
              "", "  spaces\t\ttabs\r\n", "\u200b\ufeffzero-width"]
     assert _batch_encode(qwen3, texts) == [list(x) for x in qwen3(texts, add_special_tokens=False)["input_ids"]]
+
+
+def test_scan_results_carry_exactly_the_defined_keys(qwen3, tmp_path):
+    """viewer/drift/results.py owns the keys: a local scan (through scan_source, as the CLI and UI
+    run it) and its parquet round trip write only them, every required one, and every turn column
+    the parquet schema has comes from the definition."""
+    from _scan_keys import assert_record_keys, assert_scan_keys
+
+    from viewer.config import Settings
+    from viewer.drift.corpus import scan_source
+    from viewer.drift.results import TurnRecord, optional_keys, turn_columns
+    from viewer.drift.scanout import TURN_FIELDS, records_from_table, turns_table
+
+    rollouts, _ = _scan_set(qwen3)
+    res = scan_source(rollouts, Settings(), tok=qwen3, tok_name="qwen3", fork_threshold=1024)
+    seen = assert_scan_keys(res)
+    # the cases above reach every optional key but plain_error and the row's reason
+    assert {"unchecked", "retokenize.unchecked", "template.unchecked", "template.plain_cause", "row.verdict",
+            "tokenizer", "drifted"} <= seen
+    assert TURN_FIELDS == turn_columns() and {c for c, _ in TURN_FIELDS} >= seen
+    assert [c for c, _ in TURN_FIELDS][:6] == ["rollout", "turn", "call", "tokenizer", "drifted", "unchecked"]
+    assert {"unchecked", "reason", "plain_error", "plain_equal", "plain_cause"} <= optional_keys()
+    assert "tokenizer" not in optional_keys() and list(TurnRecord.__annotations__)[:3] == ["rollout", "turn", "call"]
+    for rec in records_from_table(turns_table(res["turns"])):
+        assert_record_keys(rec)
+    try:  # the checker itself sees a key the definition does not have
+        assert_record_keys(dict(res["turns"][0], extra=1))
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError("an undefined key passed")

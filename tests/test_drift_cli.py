@@ -16,7 +16,8 @@ import pytest
 from captures import write_capture
 from viewer.cli import main
 from viewer.config import SAMPLE_DIR
-from viewer.drift_cli import ScanInputError, discover, scan_source, scan_table
+from viewer.drift.corpus import ScanInputError, discover, scan_source
+from viewer.drift.results import scan_table
 from viewer.sources import load_source
 
 SAMPLE = SAMPLE_DIR / "qwen3-tiny"
@@ -203,9 +204,9 @@ def test_errors_one_line(capsys, argv, code, needle):
 def test_empty_folder_and_bad_tokenizer(capsys, tmp_path):
     (tmp_path / "empty").mkdir()
     rc, out, err = run(capsys, tmp_path / "empty")
-    assert rc == 1 and out == "" and "no capture folders" in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and out == "" and "no capture folders" in err and len(err.strip().splitlines()) == 1
     rc, out, err = run(capsys, SAMPLE, "--tokenizer", tmp_path / "empty")
-    assert rc == 1 and out == "" and "could not be loaded" in err and len(err.strip().splitlines()) == 1
+    assert rc == 2 and out == "" and "could not be loaded" in err and len(err.strip().splitlines()) == 1
 
 
 def test_scan_source_cancel_and_table(folder):

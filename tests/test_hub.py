@@ -57,7 +57,7 @@ def test_row_dataset_split_and_rows(fake_hub, tmp_path, monkeypatch):
     with pytest.raises(SourceNotFound, match="no split 'validation'"):
         open_dataset("hf://datasets/laion/tb-traces", split="validation")
     one = load_source("hf://datasets/laion/tb-traces/data/train-00001-of-00002.parquet", row=1)
-    assert one.meta["row"] == 1 and len(one.turns) == 4
+    assert one.origin.row == 1 and len(one.turns) == 4
 
 
 def test_jsonl_dataset_with_readme_configs(fake_hub):

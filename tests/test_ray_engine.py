@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from _row_fixtures import harbor_rows
+from _scan_keys import assert_scan_keys
 from requires import need
 from viewer.config import SAMPLE_DIR, Settings
 from viewer.drift.corpus import scan_source
@@ -91,6 +92,8 @@ def test_bundled_samples_on_ray_equal_the_local_scan(ray_mod, tmp_path):
     assert _no_ray_children(before) == set(), "Ray processes left running after the scan"
     assert local["totals"]["turns"] > 0 and local["totals"]["rollouts"] == 2
     _same_totals(res, local)
+    # both engines write exactly the keys viewer/drift/results.py defines, and the same ones
+    assert assert_scan_keys(res) == assert_scan_keys(local)
     assert seen and seen[-1] == (2, 2)
     # the parquet file holds one row per turn, the same rows the local scan's records give
     table = pq.read_table(tmp_path / "scan.parquet")
@@ -119,6 +122,7 @@ def test_realdata_parquet_row_groups_on_ray_equal_the_local_scan(ray_mod, tmp_pa
     _same_totals(res, local)
     from viewer.drift.scanout import turns_table
 
+    assert assert_scan_keys(res) == assert_scan_keys(local)
     got, want = _rows(turns_table(res["turns"])), _rows(turns_table(local["turns"]))
     assert got == want, [(g, w) for g, w in zip(got, want) if g != w][:2]
 

@@ -73,7 +73,7 @@ def test_token_payload_is_inert_json_that_round_trips():
     turn = _turn(HOSTILE)
     tt = TurnTokens(ids=turn.prompt_ids + turn.output_ids, texts=["a", "b"] + HOSTILE,
                     special=[False] * (2 + len(HOSTILE)), prompt_len=2, exact_text=True, alt_texts={99: HOSTILE[0]})
-    s = render.token_view_payload(turn, tt, low=-2.5, context_tail=512)
+    s = render.token_view_payload(turn, tt, render.ViewOptions(low=-2.5, context_tail=512))
     assert "<" not in s  # no tag can start anywhere in the payload
     d = json.loads(s)
     assert d["t"][2:] == HOSTILE  # exact text survives for textContent
@@ -86,7 +86,8 @@ def test_token_payload_kinds_follow_mask_and_untrained_turns():
     turn = Turn(index=0, call=1, trained=False, prompt_ids=[5], output_ids=[6, 7, 8],
                 logprobs=[-0.1, None, float("nan")], mask=[1, 0, 1])
     tt = TurnTokens([5, 6, 7, 8], ["p", "a", "b", "c"], [True, False, False, False], 1, True)
-    d = json.loads(render.token_view_payload(turn, tt, low=-2.5, context_tail=0, focus=(2, 3), mode="logprob"))
+    d = json.loads(render.token_view_payload(turn, tt, render.ViewOptions(low=-2.5, context_tail=0, focus=(2, 3),
+                                                                          mode="logprob")))
     assert d["k"] == [0, 1, 2, 1]
     assert d["lp"] == [None, -0.1, None, None]  # NaN never reaches JSON (it would be invalid)
     assert d["sp"] == [0] and d["trained"] is False and d["focus"] == [2, 3] and d["mode"] == "logprob"

@@ -24,10 +24,12 @@ def test_turn_delta_places_values_on_output_positions():
 
 def test_modes_are_data_driven():
     ids, texts, kinds = [1, 2, 3, 4], ["a", "b", "c", "d"], [0, 0, 1, 1]
-    plain = json.loads(render.token_payload(ids, texts, kinds, prompt_len=2, mode="delta"))
+    cols, turn = render.Tokens(ids, texts, kinds), render.TurnInfo(prompt_len=2)
+    plain = json.loads(render.token_payload(render.TokenView(cols, turn, view=render.ViewOptions(mode="delta"))))
     assert plain["modes"] == ["mask", "logprob"] and plain["mode"] == "mask" and "delta" not in plain
     d = render.turn_delta(_result(), 1, 2, 4)
-    withd = json.loads(render.token_payload(ids, texts, kinds, prompt_len=2, mode="delta", delta=d))
+    withd = json.loads(render.token_payload(render.TokenView(cols, turn, view=render.ViewOptions(mode="delta"),
+                                                             delta=d)))
     assert withd["modes"] == ["mask", "logprob", "delta"] and withd["mode"] == "delta"
     assert withd["delta"]["dl"] == [None, None, -0.5, None]
 

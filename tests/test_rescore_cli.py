@@ -51,7 +51,7 @@ def test_table_output_and_threshold(capsys):
 def test_errors_are_one_line_with_exit_codes(capsys, tmp_path):
     _need("tiny-qwen3")
     assert main(["rescore", str(tmp_path / "nope"), "--model", "tiny-qwen3"]) == 2
-    assert main(["rescore", str(SMOL), "--model", str(tmp_path)]) == 1
+    assert main(["rescore", str(SMOL), "--model", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(e.startswith("error: ") for e in err) and "config.json" in err[1]
     with pytest.raises(SystemExit) as e:

@@ -35,7 +35,8 @@ def test_every_reader_of_the_mask_agrees(mask, trained, want):
     assert turn_mask(t) == want                                          # plots
     ro = Rollout(source="x", format="test", turns=[t])
     assert ro.stats()["trained_tokens"] == sum(want)                     # summary
-    payload = json.loads(render.token_view_payload(t, turn_tokens(t, None), low=-2.5, context_tail=512))
+    payload = json.loads(render.token_view_payload(t, turn_tokens(t, None),
+                                                   render.ViewOptions(low=-2.5, context_tail=512)))
     assert payload["k"][2:] == [1 if m else 2 for m in want]             # token view: 1 trained, 2 not
     tr = trainer_rows(ro, choose_spec(ro, "trl-contract"), None)         # trainer rows (per-token mask)
     if any(want):

@@ -241,7 +241,7 @@ def test_turns_matched_by_output_ids_when_no_call_field(tmp_path):
     entries.reverse()  # order would be wrong; ids must decide
     ro = load_source(_folder_with_turns(tmp_path, entries))
     calls = by_call(ro)
-    assert calls[3].meta["matched_by"] == "output ids"
+    assert calls[3].origin.matched_by == "output ids"
     assert calls[3].prompt_source == "rerender" and calls[2].prompt_source == "engine"
     assert not [p for p in ro.problems if p.severity == "error"], problems_text(ro)
 
@@ -253,7 +253,7 @@ def test_turns_matched_by_order_among_agent_calls(tmp_path):
     ro = load_source(_folder_with_turns(tmp_path, entries))
     agents = [t for t in ro.turns if t.kind == "agent"]
     # entry j -> j-th agent call (2, 3, 4): entry 2 was built for call 5, so call 4 gets its prompt
-    assert [t.meta.get("matched_by") for t in agents[:3]] == ["order"] * 3
+    assert [t.origin.matched_by for t in agents[:3]] == ["order"] * 3
     assert agents[0].prompt_ids == fx.prompt_ids(2, fx.OURS_CALLS[2][2])
 
 

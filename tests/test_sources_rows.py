@@ -35,12 +35,12 @@ def test_harbor_parquet_derived_view_matches_template_construction(realdata, tmp
                                    add_special_tokens=False)
         full = qwen3.encode(qwen3.apply_chat_template(conv[:i + 1], tokenize=False), add_special_tokens=False)
         assert t.prompt_ids == want_prompt and t.prompt_source == "rerender" and t.output_source == "derived"
-        assert full[:len(want_prompt)] == want_prompt and t.meta["derived"]["prompt_is_prefix"]
+        assert full[:len(want_prompt)] == want_prompt and t.origin.derived.prompt_is_prefix
         assert t.output_ids[-1] == _end_id(qwen3) and full[len(want_prompt):len(want_prompt) + len(t.output_ids)] \
             == t.output_ids
         assert t.mask == [1] * len(t.output_ids) and t.trained
     # terminus-2 replies start with <think>: Qwen3 drops them from later prompts -> flagged per turn
-    assert ro.turns[0].meta["derived"]["next_prompt_extends"] is False
+    assert ro.turns[0].origin.derived.next_prompt_extends is False
     warn = [p for p in ro.problems if "renders differently" in p.message]
     assert len(warn) == 3 and "<think>" in warn[0].message and "row 3" in warn[0].file
 
@@ -58,9 +58,9 @@ def test_harbor_literal_token_columns_are_exact(realdata, tmp_path, qwen3):
     ro = src.rollout(0)
     assert [t.output_ids for t in ro.turns] == row["completion_token_ids"]
     assert all(t.prompt_source == "engine" and t.output_source == "engine" for t in ro.turns)
-    assert ro.turns[1].logprobs == [-0.5, -0.25, -0.125] and ro.meta["token_view"] == "exact"
+    assert ro.turns[1].logprobs == [-0.5, -0.25, -0.125] and ro.origin.token_view == "exact"
     ro0 = src.rollout(1)  # verify-or-skip: empty literal columns -> derived, and said so
-    assert ro0.meta["token_view"] == "derived" and any("verify-or-skip" in p.message for p in ro0.problems)
+    assert ro0.origin.token_view == "derived" and any("verify-or-skip" in p.message for p in ro0.problems)
 
 
 def test_atif_trajectory_realdata(realdata, qwen3):
@@ -87,7 +87,7 @@ def test_atif_with_token_ids_is_exact(realdata, tmp_path):
     f = tmp_path / "trajectory.json"
     f.write_text(json.dumps(traj))
     ro = load_source(f)
-    assert ro.meta["token_view"] == "exact" and [t.output_ids[-1] for t in ro.turns] == list(range(len(agent)))
+    assert ro.origin.token_view == "exact" and [t.output_ids[-1] for t in ro.turns] == list(range(len(agent)))
     assert ro.turns[0].logprobs == [-1.0, -2.0, -3.0]
 
 
@@ -100,7 +100,7 @@ def test_opencode_export_rows_dedupe_newest_batch(realdata, tmp_path):
         page = browse_page(src, 0, 10)
         assert [r["row"] for r in page.rows] == [1, 2] and "1 older row(s) hidden" in page.note
         ro = load_source(p)  # default row: the first listed (newest versions only)
-        assert ro.meta["row"] == 1
+        assert ro.origin.row == 1
         ro = src.rollout(2)
         assert "showing the newest (batch_id 2, row 2)" in ro.problems[0].message
         assert ro.model == "anthropic/claude-haiku-4-5" and len(ro.turns) == 3
@@ -137,7 +137,7 @@ def test_agentcap_parquet_rows(tmp_path, qwen3):
     assert ro.summary["streamed"] is True and ro.turns[0].tools[0]["function"]["name"] == "bash"
     ro2 = src.rollout(1)  # non-streamed body; history holds the earlier call
     assert len(ro2.turns) == 2 and ro2.turns[1].response["content"] == "Done: a.txt"
-    assert ro2.model == "Qwen/Qwen3-4B-Instruct-2507" and ro2.meta["tokenizer"] == "qwen3"
+    assert ro2.model == "Qwen/Qwen3-4B-Instruct-2507" and ro2.origin.tokenizer == "qwen3"
     assert browse_page(src, 0, 5, filters=Filters(task="t-ls")).total == 2
 
 
@@ -159,13 +159,13 @@ def test_messages_jsonl(tmp_path):
     src = open_dataset(p)
     assert src.format.name == "messages"
     ro = src.rollout(1)
-    assert len(ro.turns) == 2 and all(t.meta["derived"]["prompt_is_prefix"] for t in ro.turns)
+    assert len(ro.turns) == 2 and all(t.origin.derived.prompt_is_prefix for t in ro.turns)
     # Qwen3 renders the last assistant turn with an (empty) <think></think> block and drops it from history:
     # even without reasoning, what turn 0 generated is not what turn 1 is conditioned on.
-    d = ro.turns[0].meta["derived"]
-    assert d["next_prompt_extends"] is False and d["later_render_differs_at"]["part"] == "reply"
-    assert d["later_render_differs_at"]["generated"].startswith("<think>")
-    assert "<think>" not in d["later_render_differs_at"]["later"]
+    d = ro.turns[0].origin.derived
+    assert d.next_prompt_extends is False and d.later_render_differs_at.part == "reply"
+    assert d.later_render_differs_at.generated.startswith("<think>")
+    assert "<think>" not in d.later_render_differs_at.later
     assert src.rollout(0).reward == 1.0
     page = browse_page(src, 0, 1, sort="turns", descending=True)
     assert page.rows[0]["row"] == 1 and page.total == 2 and page.pages == 2
@@ -178,6 +178,45 @@ def test_unknown_format_names_fields(tmp_path):
     q = write_parquet([{"gamma": "x"}], tmp_path / "odd.parquet")
     with pytest.raises(SourceError, match=r"fields found: gamma"):
         load_source(q)
+
+
+def test_a_plugin_detector_that_raises_is_named_not_swallowed(tmp_path, monkeypatch, caplog):
+    """A row-format plug-in (a real entry point in the rollout_inspector.formats group) whose detector
+    raises on these rows: the other formats still run, and "unknown format" names the plug-in and
+    its error instead of hiding it (it was skipped in silence, issue 20)."""
+    import logging
+    import textwrap
+
+    from viewer.sources import registry
+
+    site = tmp_path / "site"
+    (site / "ri_broken_format-0.1.dist-info").mkdir(parents=True)
+    (site / "ri_broken_format.py").write_text(textwrap.dedent("""
+        from viewer.sources.formats import RowFormat
+
+        def _detect(columns, first):
+            return first["conversation_id"] is not None  # KeyError on rows without it
+
+        FORMAT = RowFormat("broken-fmt", "A plug-in with a bug", _detect, read=None, summarize=None)
+    """))
+    (site / "ri_broken_format-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ri-broken-format\nVersion: 0.1\n")
+    (site / "ri_broken_format-0.1.dist-info" / "entry_points.txt").write_text(
+        "[rollout_inspector.formats]\nbroken = ri_broken_format\n")
+    monkeypatch.syspath_prepend(str(site))
+    registry._plugins.cache_clear()
+    try:
+        assert "broken-fmt" in [f.name for f in registry.all_formats()]
+        p = write_jsonl([{"alpha": 1}], tmp_path / "odd.jsonl")
+        with caplog.at_level(logging.WARNING, logger="viewer.sources.registry"), \
+                pytest.raises(SourceError, match=r"unknown format.*Detectors that failed on these rows: "
+                                                 r"broken-fmt: KeyError: 'conversation_id'"):
+            load_source(p)
+        assert "broken-fmt: KeyError" in caplog.text
+        good = write_jsonl([{"messages": [{"role": "user", "content": "hi"}]}], tmp_path / "good.jsonl")
+        assert load_source(good) is not None  # the built-in formats still detect
+    finally:
+        registry._plugins.cache_clear()
 
 
 def test_bad_row_names_row_and_field_others_still_readable(realdata, tmp_path):

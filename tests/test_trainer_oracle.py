@@ -138,7 +138,7 @@ def test_rows_equal_trl(name, cases, oracle):
         assert g["old_log_probs"] == w["old_log_probs"]
     assert tr.tally.to_dict() == {k: int(v) for k, v in want["tally"].items()}
     assert [[v.verdict.lower(), v.drift] for v in tr.rows.verdicts[1:]] == [list(k) for k in want["kinds"]]
-    chain = [rollout.turn(v.turn).meta["record"] for v in tr.rows.verdicts]
+    chain = [rollout.turn(v.turn).origin.record for v in tr.rows.verdicts]
     assert chain == want["chain_records"]
     tot = tr.totals()
     assert tot["rows"] == len(want["rows"])

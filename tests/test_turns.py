@@ -40,7 +40,7 @@ def test_primary_prompt_is_the_first_tool_enabled_call_not_the_agent_prefix():
 def test_explicit_kind_wins_and_id_only_records_stay_agent():
     t = turn(1, AGENT)
     t.kind, t.role = "bookkeeping", "title"
-    t.meta["kind_source"] = "record"
+    t.origin = t.origin.replace(kind_source="record")
     bare = [Turn(index=0, call=1, output_ids=[1]), Turn(index=1, call=2, output_ids=[2])]
     classify_calls([t])
     classify_calls(bare)
@@ -53,7 +53,7 @@ def test_derive_training_trains_tool_calls_only_and_respects_recorded_masks():
     b = turn(2, AGENT, n_out=2)
     c = turn(3, AGENT, tool_calls=[{"function": {"name": "bash"}}], n_out=2, error="upstream HTTP 500: x")
     d = turn(4, AGENT, n_out=3, mask=[0, 1, 0])
-    d.meta["mask_source"] = "record"
+    d.origin = d.origin.replace(mask_source="record")
     e = turn(5, TITLE_PREFIX, tools=False, n_out=2, tool_calls=[{"function": {"name": "bash"}}])
     e.kind = "bookkeeping"
     derive_training([a, b, c, d, e])

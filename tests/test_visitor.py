@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from viewer.config import Settings
-from viewer.visitor import VisitorError, capture_spec, deep_link, source
+from viewer.capture.fields import capture_spec
+from viewer.visitor import VisitorError, deep_link, source
 
 SECRET_DIR = "/etc"
 

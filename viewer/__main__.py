@@ -1,4 +1,4 @@
-"""``python -m viewer``: the command line (see viewer/cli.py)."""
+"""``python -m viewer``: the command line (the package viewer/cli/)."""
 import sys
 
 from viewer.cli import main

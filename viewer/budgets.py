@@ -106,13 +106,11 @@ class Limits:
             raise BudgetExceeded(name, getattr(self, name), seen_bytes / 1048576, what, self.public)
 
 
-def limits(public: bool | None = None, environ: dict[str, str] | None = None) -> Limits:
+def limits(public: bool, environ: dict[str, str] | None = None) -> Limits:
     """The budgets in force: each ``VIEWER_BUDGET_<NAME>`` when set (and not 0), else the mode's
-    default. ``public`` None: public mode as the settings say (``VIEWER_PUBLIC`` / ``SPACE_ID``)."""
+    default. Whether the app is public is the settings' answer (``Settings.limits()`` passes
+    ``Settings.public_mode()``; budgets never read ``VIEWER_PUBLIC`` themselves)."""
     env = os.environ if environ is None else environ
-    if public is None:  # what Settings.public_mode says, read here so budgets never import config (no cycle)
-        public = (env.get("VIEWER_PUBLIC") or "").strip().lower() in ("1", "true", "yes", "on") \
-            or bool(env.get("SPACE_ID"))
     vals = []
     for b in BUDGETS:
         raw = (env.get(env_name(b.name)) or "").strip()

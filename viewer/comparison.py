@@ -115,7 +115,7 @@ def trainer_prompt(turn: Turn, tok: Any) -> Turn:
     """``turn`` with its prompt ids rendered as ``trl-message`` would, when none were recorded.
 
     Unchanged when ids exist or nothing can render them (no tokenizer, no chat template, no
-    messages); a template that fails is noted in ``meta["rerender_error"]``."""
+    messages); a template that fails is noted in ``origin.rerender_error``."""
     if turn.prompt_ids or tok is None or not getattr(tok, "chat_template", None):
         return turn
     if not (turn.messages or (turn.request or {}).get("messages")):
@@ -125,7 +125,7 @@ def trainer_prompt(turn: Turn, tok: Any) -> Turn:
     try:
         ids = message_prompt_ids(tok, turn)
     except Exception as exc:  # the template fails on this data: say so, compare what we have
-        return dataclasses.replace(turn, meta={**turn.meta, "rerender_error": f"{type(exc).__name__}: {exc}"})
+        return dataclasses.replace(turn, origin=turn.origin.replace(rerender_error=f"{type(exc).__name__}: {exc}"))
     return dataclasses.replace(turn, prompt_ids=ids, prompt_source="rerender")
 
 
@@ -177,8 +177,8 @@ def compare(a: Rollout, b: Rollout, *, tok_a: Any = None, tok_b: Any = None,
         ta = trainer_prompt(ta, tok_a) if ta is not None else None
         tb = trainer_prompt(tb, tok_b) if tb is not None else None
         for side, t in (("A", ta), ("B", tb)):
-            if t is not None and t.meta.get("rerender_error"):
-                res.notes.append(f"{side} turn {t.index}: chat template failed: {t.meta['rerender_error']}")
+            if t is not None and t.origin.rerender_error:
+                res.notes.append(f"{side} turn {t.index}: chat template failed: {t.origin.rerender_error}")
             elif t is not None and not t.prompt_ids and t.kind == "agent":
                 res.notes.append(f"{side} turn {t.index}: no prompt ids and none could be rendered "
                                  "(no tokenizer or no messages): only outputs are compared.")

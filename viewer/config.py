@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-__all__ = ["Settings", "REPO_ROOT", "SAMPLE_DIR", "LOW_LOGPROB"]
+__all__ = ["Settings", "REPO_ROOT", "SAMPLE_DIR", "LOW_LOGPROB", "env_flag", "TRUE_WORDS", "FALSE_WORDS"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_DIR = REPO_ROOT / "sample_data"
@@ -17,6 +17,25 @@ SAMPLE_DIR = REPO_ROOT / "sample_data"
 
 # the one default of the low-logprob threshold (functions that take ``low`` default to it)
 LOW_LOGPROB = -2.5
+
+
+# The spellings of a yes/no environment variable (bool("0") is True, so they are parsed, in one place).
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def env_flag(name: str, raw: str | None, default: bool = False) -> bool:
+    """A yes/no environment variable's value: ``1 true yes on`` / ``0 false no off`` (any case, spaces
+    ignored), unset or empty = ``default``. Anything else raises ValueError naming the variable: a
+    typo like ``VIEWER_PUBLIC=ture`` must not quietly turn public mode off."""
+    v = (raw or "").strip().lower()
+    if not v:
+        return default
+    if v in TRUE_WORDS:
+        return True
+    if v in FALSE_WORDS:
+        return False
+    raise ValueError(f"{name}={raw!r}: not a yes/no value ({', '.join(TRUE_WORDS)} / {', '.join(FALSE_WORDS)})")
 
 
 def _setting(default, env: str, help: str):
@@ -120,10 +139,14 @@ class Settings:
             raw = env.get(f.metadata["env"])
             if raw is None or raw == "":
                 continue
-            if isinstance(f.default, bool):  # bool("0") is True: parse the usual spellings
-                kwargs[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
-            else:
+            if isinstance(f.default, bool):
+                kwargs[f.name] = env_flag(f.metadata["env"], raw, f.default)
+                continue
+            try:
                 kwargs[f.name] = type(f.default)(raw)
+            except ValueError:
+                what = "a whole number" if isinstance(f.default, int) else "a number"
+                raise ValueError(f"{f.metadata['env']}={raw!r}: not {what}") from None
         return cls(**kwargs)
 
     def public_mode(self, environ: dict[str, str] | None = None) -> bool:

@@ -15,7 +15,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Problem", "TopLogprob", "Turn", "Rollout", "PromptSource", "OutputSource", "TurnKind"]
+from viewer.origin import NO_ORIGIN, RolloutOrigin, TurnOrigin
+
+__all__ = ["Problem", "TopLogprob", "Turn", "Rollout", "PromptSource", "OutputSource", "TurnKind", "TurnOrigin",
+           "RolloutOrigin"]
 
 TurnKind = Literal["agent", "bookkeeping"]
 # engine: the inference server's own prompt_token_ids (exact).
@@ -86,7 +89,7 @@ class Turn:
     latency_s: float | None = None
     timestamp: float | None = None
     error: str | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    origin: TurnOrigin = NO_ORIGIN  # frozen: one shared empty default is safe (where it came from, who set its mask)
 
     @property
     def tool_names(self) -> list[str]:
@@ -117,8 +120,9 @@ class Turn:
         a per-entry estimate for Python lists, and the text of messages / response / request."""
         cols = (self.prompt_ids, self.output_ids, self.logprobs, self.top_logprobs, self.output_bytes,
                 self.mask, self.prompt_mask)
-        return 600 + sum(_column_nbytes(c) for c in cols) + _json_nbytes(
-            (self.messages, self.tools, self.response, self.request, self.meta), 0)
+        own = 0 if self.origin is NO_ORIGIN else self.origin.nbytes  # the shared default costs a turn nothing
+        return 600 + sum(_column_nbytes(c) for c in cols) + own + _json_nbytes(
+            (self.messages, self.tools, self.response, self.request), 0)
 
     def logprob_stats(self) -> tuple[float | None, float | None]:
         """Mean and min over output tokens that have a finite logprob."""
@@ -147,7 +151,7 @@ class Rollout:
     summary: dict[str, Any] | None = None
     reward: float | None = None
     problems: list[Problem] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
+    origin: RolloutOrigin = RolloutOrigin()
 
     @property
     def agent_turns(self) -> list[Turn]:
@@ -167,8 +171,9 @@ class Rollout:
     def nbytes(self) -> int:
         """Approximate bytes this rollout holds (turns plus task, tests and summary): what a
         byte-bounded cache weighs it by. Linear in the turns' structure, not their tokens."""
-        side = (self.task, self.instruction, self.visible_tests, self.held_out_tests, self.summary, self.meta)
-        return 1000 + sum(t.nbytes for t in self.turns) + _json_nbytes(side, 0) + 200 * len(self.problems)
+        side = (self.task, self.instruction, self.visible_tests, self.held_out_tests, self.summary)
+        return (1000 + sum(t.nbytes for t in self.turns) + _json_nbytes(side, 0) + self.origin.nbytes
+                + 200 * len(self.problems))
 
     def stats(self) -> dict[str, Any]:
         """The numbers ``python -m viewer summary`` prints (over agent turns)."""

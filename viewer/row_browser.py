@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from viewer.budgets import limits
+from viewer.config import Settings
 from viewer.sources.formats import SUMMARY_FIELDS
 
 __all__ = ["ROW_COLUMNS", "Filters", "Page", "browse_page", "summarize_rows"]
@@ -101,7 +101,7 @@ def _all_summaries(src, need: set[str], progress: Callable[[str], None] | None) 
         progress(f"summarising every row ({'columns ' + ', '.join(fmt.light) if light else 'whole rows'})")
     # A sort or filter reads every row: at most the rows_scanned budget of them (a public app's
     # visitor cannot make the server read a whole Hub dataset), with a message saying so.
-    lim = limits(src.settings.public_mode() if getattr(src, "settings", None) is not None else None)
+    lim = (getattr(src, "settings", None) or Settings.from_env()).limits()
     out = {}
     for r, v in src.dataset.scan(list(fmt.light) if light else None):
         lim.check("rows_scanned", len(out) + 1, f"{src.label}: sorting or filtering reads every row")

@@ -10,7 +10,7 @@ upstream rule (docs/FORMATS.md §2.4 steps 1–2, the TRL/OpenEnv opencode examp
 
 Calls the rule drops are not removed: they become ``kind="bookkeeping"`` with a ``role``
 recognised from the system prompt (docs/FORMATS.md §2.3) so the UI can list them. A kind or
-mask recorded by the source (``meta["kind_source"] == "record"``, ``meta["mask_source"]``
+mask recorded by the source (``origin.kind_source == "record"``, ``origin.mask_source``
 set) always wins over the rule.
 """
 from __future__ import annotations
@@ -81,9 +81,9 @@ def classify_calls(turns: list[Turn]) -> str | None:
             primary, found = system_prompt(t.messages), True
             break
     for t in turns:
-        if t.meta.get("kind_source") == "record":
+        if t.origin.kind_source == "record":
             continue
-        t.meta["kind_source"] = "rule"
+        t.origin = t.origin.replace(kind_source="rule")
         if not found:
             t.kind, t.role = "agent", "main"
             continue
@@ -102,8 +102,8 @@ def derive_training(turns: list[Turn]) -> None:
     Bookkeeping calls: never trained, mask all 0.
     """
     for t in turns:
-        if t.meta.get("mask_source"):
+        if t.origin.mask_source:
             continue
-        t.meta["mask_source"] = "rule"
+        t.origin = t.origin.replace(mask_source="rule")
         t.trained = t.kind == "agent" and has_tool_call(t) and t.error is None
         t.mask = [1 if t.trained else 0] * len(t.output_ids)

@@ -61,8 +61,7 @@ def with_prompt_ids(turn: Turn, tokenizer: Any) -> Turn:
     try:
         ids = render_prompt_ids(tokenizer, turn.messages, tools=turn.tools or None, chat_template_kwargs=kwargs)
     except Exception as exc:  # a template that fails on this data is reported, not fatal
-        meta = {**turn.meta, "rerender_error": f"{type(exc).__name__}: {exc}"}
-        return dataclasses.replace(turn, meta=meta)
+        return dataclasses.replace(turn, origin=turn.origin.replace(rerender_error=f"{type(exc).__name__}: {exc}"))
     return dataclasses.replace(turn, prompt_ids=list(ids), prompt_source="rerender")
 
 
@@ -80,8 +79,8 @@ def turn_view(r: Rollout, index: int, tokenizer: Any, table: Any) -> TurnView:
     notes = []
     if turn.prompt_source == "rerender":
         notes.append("Prompt ids were re-rendered locally through the chat template (no engine ids recorded).")
-    if turn.meta.get("rerender_error"):
-        notes.append(f"Chat template failed: {turn.meta['rerender_error']}")
+    if turn.origin.rerender_error:
+        notes.append(f"Chat template failed: {turn.origin.rerender_error}")
     if tt.out_of_vocab:
         notes.append(f"{len(tt.out_of_vocab)} id(s) are outside the tokenizer's vocabulary (hatched).")
     if turn.logprobs and any(v is None or not math.isfinite(v) for v in turn.logprobs):

@@ -1,5 +1,9 @@
 """The one validation point for what a visitor types: capture fields and deep-link parameters.
 
+The checks themselves live here (bounded text, choices, repo ids, numbers, URLs, sources, deep
+links); :func:`viewer.capture.fields.capture_spec` applies them to a capture's fields, so this
+module never imports ``viewer.capture`` (capture uses these checks: no package cycle).
+
 Every entry point (the Capture tab, ``python -m viewer capture``, the page's ``?source=``
 ``?row=`` ``?turn=`` ``?tok=`` ``?mode=`` ``?compare=`` ``?job=`` ``?present=`` links) turns
 its raw strings into typed values here, before anything acts on them. A bad value raises
@@ -22,16 +26,11 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from viewer.capture.models import MODELS
 from viewer.config import Settings
 
-__all__ = ["VisitorError", "BACKENDS", "MODELS", "LOGPROBS_MODES", "TASK_SOURCES", "REPO_ID", "repo_id",
-           "model_name", "endpoint_url", "instruction", "bounded_int", "bounded_float", "choice", "capture_spec",
-           "DeepLink", "deep_link", "source", "job_id", "local_path"]
+__all__ = ["VisitorError", "REPO_ID", "SERVED_NAME", "FLAVOR", "bounded_text", "repo_id", "endpoint_url", "instruction",
+           "bounded_int", "bounded_float", "choice", "DeepLink", "deep_link", "source", "job_id", "local_path"]
 
-BACKENDS = ("local", "endpoint", "hf-jobs")
-TASK_SOURCES = ("bundled", "deepcoder")
-LOGPROBS_MODES = ("", "processed_logprobs", "raw_logprobs")
 # A Hub repo id as the Hub accepts it (OWNER/NAME, ASCII letters, digits, - _ .; no "--" or ".."),
 # always with an owner: a bare word could be read as a relative file name by a tool downstream.
 REPO_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9])?/[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9])?")
@@ -52,7 +51,7 @@ class VisitorError(ValueError):
         self.field = field_name
 
 
-def _text(name: str, value: Any, max_len: int = 512) -> str:
+def bounded_text(name: str, value: Any, max_len: int = 512) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -66,7 +65,7 @@ def _text(name: str, value: Any, max_len: int = 512) -> str:
 
 
 def choice(name: str, value: Any, options: tuple[str, ...]) -> str:
-    v = _text(name, value, 64)
+    v = bounded_text(name, value, 64)
     if v not in options:
         raise VisitorError(name, f"{v!r} is not one of {', '.join(repr(o) for o in options if o)}")
     return v
@@ -74,7 +73,7 @@ def choice(name: str, value: Any, options: tuple[str, ...]) -> str:
 
 def repo_id(name: str, value: Any, required: bool = True) -> str:
     """OWNER/NAME as the Hub spells a repo id (no path, no URL)."""
-    v = _text(name, value, 200)
+    v = bounded_text(name, value, 200)
     if not v:
         if required:
             raise VisitorError(name, "required (a Hub repo id OWNER/NAME)")
@@ -84,40 +83,9 @@ def repo_id(name: str, value: Any, required: bool = True) -> str:
     return v
 
 
-def model_name(value: Any, backend: str, public: bool, default: str = "tiny-qwen3", name: str = "model") -> str:
-    """A listed CPU model, a Hub repo id, the endpoint's served name, or (not public) a local model folder."""
-    v = _text(name, value, 512) or default
-    if v in MODELS:
-        return v
-    if backend == "endpoint" and SERVED_NAME.fullmatch(v) and ".." not in v and not v.startswith("/"):
-        return v  # only ever sent as the request's "model" string
-    if REPO_ID.fullmatch(v) and "--" not in v and ".." not in v and not Path(v).exists():
-        return v
-    if not public and backend != "hf-jobs":
-        p = Path(v).expanduser()
-        if p.is_dir():
-            return str(p.resolve())
-        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}", v) and ".." not in v:
-            return v  # a Hub name without an owner (gpt2): a local user's own vLLM resolves it
-        raise VisitorError(name, f"{v!r}: not a listed model ({', '.join(MODELS)}), a Hub repo id, or a model folder")
-    raise VisitorError(name, f"{v!r}: not a listed model ({', '.join(MODELS)}) or a Hub repo id (OWNER/NAME)")
-
-
-def tokenizer_name(value: Any, backend: str, public: bool) -> str:
-    """Where the served model's tokenizer is: "" (from the model), a Hub repo id, or (not public) a folder."""
-    v = _text("tokenizer", value, 512)
-    if not v:
-        return ""
-    if REPO_ID.fullmatch(v) and "--" not in v and ".." not in v and not Path(v).exists():
-        return v
-    if not public and backend != "hf-jobs" and Path(v).expanduser().is_dir():
-        return str(Path(v).expanduser().resolve())
-    raise VisitorError("tokenizer", f"{v!r}: not a Hub repo id (OWNER/NAME)" + ("" if public else " or a folder"))
-
-
 def endpoint_url(value: Any, required: bool = True) -> str:
     """An http(s) URL with a host (its address is checked by policy.pin_endpoint at connect time)."""
-    v = _text("endpoint", value, MAX_URL)
+    v = bounded_text("endpoint", value, MAX_URL)
     if not v:
         if required:
             raise VisitorError("endpoint", "required with the endpoint backend (http://host:port)")
@@ -136,7 +104,7 @@ def endpoint_url(value: Any, required: bool = True) -> str:
 
 def instruction(value: Any) -> str:
     """Free text for the agent: bounded, travels only as data (TASK.md, the job's spec file)."""
-    v = _text("instruction", value, MAX_INSTRUCTION)
+    v = bounded_text("instruction", value, MAX_INSTRUCTION)
     if "\x00" in v:
         raise VisitorError("instruction", "contains a NUL character")
     return v
@@ -170,74 +138,6 @@ def bounded_float(name: str, value: Any, lo: float, hi: float, default: float | 
     if isinstance(value, bool) or f != f or not lo <= f <= hi:
         raise VisitorError(name, f"{value!r} is out of range ({lo:g} to {hi:g})")
     return f
-
-
-def _bundled_count() -> int:
-    from viewer.capture.tasks import bundled_tasks
-
-    return len(bundled_tasks())
-
-
-def capture_spec(settings: Settings, *, out: str, public: bool, token: str = "", **raw: Any):
-    """One :class:`~viewer.capture.spec.CaptureSpec` from the settings and a visitor's raw fields.
-
-    ``raw`` keys: backend, model, endpoint, task_source, task_index, n_prompts, seed, instruction,
-    scripted, agent_timeout_s, test_timeout_s, max_output_tokens, steps, top_logprobs,
-    logprobs_mode, spell_tool_call_as_pieces, tokenizer, results_repo, flavor, script_commands,
-    sandbox, title. A missing key takes the settings' default; an unknown key is a programming
-    error (TypeError). ``public``: no local folders, sandbox required, endpoint pinned."""
-    from viewer.capture.spec import CaptureSpec
-
-    known = {"backend", "model", "endpoint", "task_source", "task_index", "n_prompts", "seed", "instruction",
-             "scripted", "agent_timeout_s", "test_timeout_s", "max_output_tokens", "steps", "top_logprobs",
-             "logprobs_mode", "spell_tool_call_as_pieces", "tokenizer", "results_repo", "flavor", "script_commands",
-             "sandbox", "title"}
-    unknown = set(raw) - known
-    if unknown:
-        raise TypeError(f"unknown capture fields: {sorted(unknown)}")
-    s = settings
-    backend = choice("backend", raw.get("backend") or "local", BACKENDS)
-    task_source = choice("task_source", raw.get("task_source") or "bundled", TASK_SOURCES)
-    instr = instruction(raw.get("instruction"))
-    scripted = bool(raw.get("scripted", False))
-    if scripted and instr:
-        raise VisitorError("scripted", "scripted mode replays a bundled task's solution: clear the custom "
-                                       "instruction or untick Scripted")
-    n_prompts = bounded_int("n_prompts", raw.get("n_prompts"), 1, 100_000, 64)
-    hi = (_bundled_count() if task_source == "bundled" else n_prompts) - 1
-    task_index = bounded_int("task_index", raw.get("task_index"), 0, max(hi, 0), 0)
-    # an app's capture ends at CAPTURE_MAX_WALL_S anyway; a local user's CLI run may be long
-    max_wall = float(s.capture_max_wall_s or 86_400) if public else 7 * 86_400.0
-    commands = raw.get("script_commands") or []
-    if commands and public:
-        raise VisitorError("script_commands", "not available on a public app")
-    if not isinstance(commands, (list, tuple)) or not all(isinstance(c, str) for c in commands):
-        raise VisitorError("script_commands", "expected a list of commands")
-    results_repo = repo_id("results_repo", raw.get("results_repo", s.capture_results_repo),
-                           required=backend == "hf-jobs")
-    flavor = _text("flavor", raw.get("flavor") or s.capture_hf_flavor, 40)
-    if not FLAVOR.fullmatch(flavor):
-        raise VisitorError("flavor", f"{flavor!r} is not a hardware flavor name (e.g. a100-large)")
-    return CaptureSpec(
-        out=str(out), backend=backend,
-        model=model_name(raw.get("model"), backend, public, s.capture_model or "tiny-qwen3"),
-        endpoint=endpoint_url(raw.get("endpoint"), required=backend == "endpoint") if backend == "endpoint" else "",
-        token=token, task_source=task_source, task_index=task_index, n_prompts=n_prompts,
-        seed=bounded_int("seed", raw.get("seed"), 0, 2**31 - 1, 0), instruction=instr, scripted=scripted,
-        agent_timeout_s=bounded_float("agent_timeout_s", raw.get("agent_timeout_s"), 1, max_wall,
-                                      s.capture_agent_timeout_s),
-        test_timeout_s=bounded_float("test_timeout_s", raw.get("test_timeout_s"), 0.1, 600, s.capture_test_timeout_s),
-        max_output_tokens=bounded_int("max_output_tokens", raw.get("max_output_tokens"), 1, 131_072,
-                                      s.capture_max_output_tokens),
-        steps=bounded_int("steps", raw.get("steps"), 1, 1000, 8),
-        top_logprobs=bounded_int("top_logprobs", raw.get("top_logprobs"), 0, 20, s.capture_top_logprobs),
-        logprobs_mode=choice("logprobs_mode", raw.get("logprobs_mode", s.capture_logprobs_mode) or "", LOGPROBS_MODES),
-        spell_tool_call_as_pieces=bool(raw.get("spell_tool_call_as_pieces", False)),
-        tokenizer=tokenizer_name(raw.get("tokenizer"), backend, public),
-        results_repo=results_repo, flavor=flavor, script_commands=list(commands),
-        sandbox=True if public else bool(raw.get("sandbox", True)), require_sandbox=public,
-        title=bool(raw.get("title", True)), vllm_python=s.capture_vllm_python, opencode_bin=s.capture_opencode,
-        auto_setup=s.capture_auto_setup, public_app=public)
 
 
 # ---------------------------------------------------------------------------- deep links
@@ -332,7 +232,7 @@ def source(text: Any, settings: Settings, samples: list[str] | None = None) -> S
     :func:`viewer.sources.hub.parse_hf`; anything else to
     :func:`viewer.sources.upload.resolve_user_path` (inside the data root). Raises ValueError
     (VisitorError or the delegate's error) with a message for the user."""
-    v = _text("source", text, MAX_SOURCE)
+    v = bounded_text("source", text, MAX_SOURCE)
     if not v:
         raise VisitorError("source", "name a rollout: sample:NAME, a path inside the data root, or "
                                      "hf://datasets/OWNER/NAME")
@@ -360,4 +260,4 @@ def local_path(text: Any, settings: Settings, name: str = "path"):
     never another visitor's upload). Raises ValueError with a message for the user."""
     from viewer.sources.upload import resolve_user_path
 
-    return resolve_user_path(_text(name, text, MAX_SOURCE), settings)
+    return resolve_user_path(bounded_text(name, text, MAX_SOURCE), settings)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.capture import agent as agent_mod
-from viewer.sources.layout import TRACE, TURNS
+from viewer.layout import TRACE, TURNS
 
 __all__ = ["derive_turns", "outcome_notes", "write_trace_artefacts", "versions"]
 
@@ -92,6 +92,8 @@ def write_trace_artefacts(out: Path, records: list[dict[str, Any]]) -> dict[str,
 def versions(vllm_python: str = "") -> dict[str, Any]:
     import importlib.metadata as md
 
+    from viewer.capture.backends import BackendError, vllm_python as vp
+
     out: dict[str, Any] = {"python": platform.python_version(), "opencode": agent_mod.OPENCODE_VERSION}
     for dist in ("transformers", "huggingface_hub", "httpx", "uvicorn"):
         try:
@@ -99,13 +101,13 @@ def versions(vllm_python: str = "") -> dict[str, Any]:
         except md.PackageNotFoundError:
             pass
     try:
-        from viewer.capture.backends import vllm_python as vp
-
         site = next(vp(vllm_python).parent.parent.glob("lib/python*/site-packages"), None)
         if site is not None:
             for d in sorted(site.glob("vllm*.dist-info")) + sorted(site.glob("torch-*.dist-info")):
                 name, ver = d.name[:-len(".dist-info")].rsplit("-", 1)
                 out[name] = ver
-    except Exception:
+    except BackendError:  # no vLLM environment (an endpoint or hf-jobs capture): no versions of it to say
         pass
+    except (OSError, ValueError) as e:  # an unreadable or oddly named dist-info: say so in summary.json
+        out["vllm_env"] = f"versions not read: {type(e).__name__}: {e}"
     return out

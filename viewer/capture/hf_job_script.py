@@ -10,7 +10,7 @@
   uploaded with the job); it is unpacked and put on ``sys.path``.
 * ``--spec``: the capture as data, written by :func:`viewer.capture.hf_jobs.job_files`:
   ``{"run_name", "results_repo", "capture": {backend, model, instruction, ...}}``. Its fields are
-  checked by :func:`viewer.visitor.capture_spec` here too; no field is ever a command-line argument
+  checked by :func:`viewer.capture.fields.capture_spec` here too; no field is ever a command-line argument
   (the launcher's ``run_uv_job`` uploads any argument naming a local file, issue 19).
 * ``--setup``: on the job machine, install Node/npm (apt), opencode (npm, pinned) and the
   GPU vLLM into the job's Python (the uv image has none of them).
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         setup_machine(a.vllm)
     from viewer.capture.job import run_capture
     from viewer.config import Settings
-    from viewer.visitor import VisitorError, capture_spec, repo_id
+    from viewer.capture.fields import capture_spec
+    from viewer.visitor import VisitorError, repo_id
 
     run_name = str(doc.get("run_name") or "capture")
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}", run_name) or ".." in run_name:

@@ -29,20 +29,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from viewer.capture.spec import unique_name
-from viewer.sources.layout import CAPTURE_FILES, AGENT_LOG, PROXY_TRACE
+from viewer.layout import CAPTURE_FILES, AGENT_LOG, JOB_BUNDLE, JOB_SPEC, PROXY_TRACE, TOKENIZER_DIR
 from viewer.tokenizer.bundled import QWEN3_REQUIREMENT
-from viewer.sources.layout import SUMMARY, TRACE
+from viewer.layout import SUMMARY, TRACE
 
-__all__ = ["build_bundle", "job_files", "run_remote", "JOB_SCRIPT", "SPEC_NAME", "RESULT_FILES"]
+__all__ = ["build_bundle", "job_files", "run_remote", "JOB_SCRIPT", "RESULT_FILES"]
 
 JOB_SCRIPT = Path(__file__).with_name("hf_job_script.py")
 PKG_ROOT = Path(__file__).resolve().parents[1]  # the viewer package
-SPEC_NAME = "job_spec.json"
 GPU_DEPENDENCIES = ["vllm", "httpx", "uvicorn", "starlette", "huggingface_hub", "transformers", QWEN3_REQUIREMENT]
 # What is downloaded back from the results repo: the capture's known files and its tokenizer/
 # (plain names; nothing else the repo holds, and never more than the hub_mb budget).
 RESULT_FILES = tuple(dict.fromkeys(CAPTURE_FILES + (PROXY_TRACE, AGENT_LOG)))
-_TOKENIZER_FILE = re.compile(r"tokenizer/[A-Za-z0-9_.-]{1,100}")
+_TOKENIZER_FILE = re.compile(re.escape(TOKENIZER_DIR) + r"/[A-Za-z0-9_.-]{1,100}")
 # Capture fields the job needs (all of them data; never the token, the output folder or host paths)
 SPEC_FIELDS = ("model", "task_source", "task_index", "n_prompts", "seed", "instruction", "scripted",
                "agent_timeout_s", "test_timeout_s", "max_output_tokens", "steps", "top_logprobs", "logprobs_mode",
@@ -66,11 +65,11 @@ def job_files(spec, folder: Path, run_name: str) -> tuple[str, list[str]]:
     folder = Path(folder)
     script = folder / JOB_SCRIPT.name
     shutil.copyfile(JOB_SCRIPT, script)
-    bundle = build_bundle(folder / "viewer_bundle.zip")
+    bundle = build_bundle(folder / JOB_BUNDLE)
     doc = {"run_name": run_name, "results_repo": spec.results_repo,
            "capture": {"backend": "local", **{k: getattr(spec, k) for k in SPEC_FIELDS}}}
-    (folder / SPEC_NAME).write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
-    return str(script), ["--bundle", str(bundle), "--spec", str(folder / SPEC_NAME), "--setup"]
+    (folder / JOB_SPEC).write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8")
+    return str(script), ["--bundle", str(bundle), "--spec", str(folder / JOB_SPEC), "--setup"]
 
 
 def _redact(line: str, token: str) -> str:
@@ -97,9 +96,9 @@ def download_results(api: Any, repo: str, run_name: str, dest: Path, log: Callab
     Sizes come from the repo's file listing at one commit (the download uses the same commit, so
     they cannot change in between); over the ``hub_mb`` budget nothing is downloaded. Only the
     file names of a capture folder are fetched, whatever else the repo holds."""
-    from viewer.budgets import limits
+    from viewer.config import Settings
 
-    lim = limits()
+    lim = Settings.from_env().limits()
     info = api.repo_info(repo_id=repo, repo_type="dataset")
     rev = getattr(info, "sha", None)
     wanted: list[tuple[str, int]] = []

@@ -6,11 +6,12 @@ Whatever happens, the ``finally`` path stops opencode, the proxy and any server 
 started, then writes every artefact it can from what was recorded (a failed or cancelled
 capture is still viewable) with a clear ``status``/``error`` in ``summary.json``.
 
-Artefacts in ``out``: :data:`viewer.sources.layout.ARTEFACTS` and ``tokenizer/``.
+Artefacts in ``out``: :data:`viewer.layout.ARTEFACTS` and ``tokenizer/``.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -34,10 +35,10 @@ from viewer.capture.records import read_records
 from viewer.capture.script import Script
 from viewer.capture.reward import score
 from viewer.capture.spec import CaptureSpec
-from viewer.sources.layout import ARTEFACTS, PROXY_TRACE
 from viewer.capture.tasks import Task, bundled_task, custom_task, deepcoder_task, scripted_steps
-from viewer.sources.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
+from viewer.layout import AGENT_LOG, ARTEFACTS, HELD_OUT_TESTS, PROXY_TRACE, SUMMARY, TASK, TOKENIZER_DIR, VISIBLE_TESTS
 
+_LOG = logging.getLogger(__name__)
 __all__ = ["CaptureSpec", "CaptureJob", "ARTEFACTS", "derive_turns", "outcome_notes", "write_trace_artefacts",
            "run_capture"]
 
@@ -94,8 +95,8 @@ class CaptureJob:
         if self.on_event is not None:
             try:
                 self.on_event(ev)
-            except Exception:
-                pass
+            except Exception as e:  # a watcher's bug must not stop the capture; it is logged, not lost
+                _LOG.warning("capture %s: event callback failed: %s: %s", self.out.name, type(e).__name__, e)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -173,7 +174,7 @@ class CaptureJob:
             elif s.backend == "endpoint":
                 if not s.endpoint:
                     raise BackendError("--endpoint URL is required with --backend endpoint")
-                backend = Endpoint(s.endpoint, served_name="" if s.model in ("", "tiny-qwen3") else s.model,
+                backend = Endpoint(s.endpoint, served_name="" if s.model in ("", CaptureSpec.model) else s.model,
                                    token=s.token, log=self.log, public=s.public_app)
             else:
                 raise BackendError(f"backend {s.backend!r} runs through viewer.capture.hf_jobs, not CaptureJob")
@@ -217,7 +218,7 @@ class CaptureJob:
                 sandbox = self._sandbox_for(workdir, home, tmp)
                 self.log("agent sandboxed (bubblewrap): it sees its work folder and the proxy, nothing else")
             agent_res = agent_mod.run_opencode(
-                task.instruction, workdir, home, self._proxy.url, served, self.out / "agent_log.jsonl",
+                task.instruction, workdir, home, self._proxy.url, served, self.out / AGENT_LOG,
                 tmp / "agent_stderr.txt", timeout_s=s.agent_timeout_s, cancel=self.cancel_event, binary=s.opencode_bin,
                 context=s.context_tokens, output=s.max_output_tokens, steps=s.steps,
                 auto_compaction=s.auto_compaction, title=s.title, sandbox=sandbox)
@@ -314,7 +315,7 @@ class CaptureJob:
             return None
         self._tokenizer = tokfiles.write(self.out, src, where)
         self.log(f"tokenizer from {where} written to tokenizer/ ({len(self._tokenizer['files'])} files)")
-        return self.out / "tokenizer"
+        return self.out / TOKENIZER_DIR
 
     def _tool_tag_bias(self, tok_dir: Path | None, value: float, required: bool) -> dict[str, float]:
         try:
@@ -391,8 +392,7 @@ class CaptureJob:
 
 def run_capture(spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | None = None,
                 cancel: threading.Event | None = None) -> dict[str, Any]:
-    """Run one hf-jobs capture in this thread (:mod:`viewer.capture.hf_jobs`; ``cancel`` reaches
-    the remote job), or one local/endpoint capture."""
+    """One hf-jobs capture in this thread (viewer.capture.hf_jobs; ``cancel`` reaches it), or a local/endpoint one."""
     if spec.backend == "hf-jobs":
         from viewer.capture.hf_jobs import run_remote
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ import httpx
 from viewer.capture.records import Recorder, build_record, read_records, slim_response
 from viewer.capture.script import Script, kind_of, regex_literal
 from viewer.sources.openai_wire import StreamAccumulator
+
+_LOG = logging.getLogger(__name__)
 
 # Recorder / records / Script are re-exported: callers of the proxy get one import
 __all__ = ["ProxyConfig", "Recorder", "StreamAssembler", "Script", "make_app", "ProxyServer", "regex_literal",
@@ -143,8 +146,8 @@ def make_app(cfg: ProxyConfig, recorder: Recorder, on_record: Callable[[dict[str
         if on_record is not None:
             try:
                 on_record(rec)
-            except Exception:  # a progress callback must never break the proxy
-                pass
+            except Exception as e:  # a progress callback must never break the proxy: logged, not raised
+                _LOG.warning("proxy: record callback failed: %s: %s", type(e).__name__, e)
 
     async def passthrough(request: Request) -> Response:
         url = base + request.url.path + (("?" + request.url.query) if request.url.query else "")

@@ -101,12 +101,12 @@ class CaptureRunner:
     def start(self, spec: CaptureSpec, owner: str = "", max_wall_s: float | None = None) -> str:
         """Queue ``spec`` (started at once when nothing runs, or when it runs remotely); the job id
         (unguessable). Raises CaptureBusy when ``owner`` is at its limit of live captures."""
-        from viewer.budgets import limits
+        from viewer.config import Settings
 
         with self._lock:
             self._prune()
             mine = [j for j in self.jobs if owner and self.owners.get(j) == owner and self._live(j)]
-            per_account = int(limits().captures_per_account or 1)  # 0 = one per visitor
+            per_account = int(Settings.from_env().limits().captures_per_account or 1)  # 0 = one per visitor
             if len(mine) >= per_account:
                 raise CaptureBusy(f"a capture is already running for you (job {mine[0]}); wait for it or cancel it "
                                   f"(at most {per_account} per account)")

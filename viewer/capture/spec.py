@@ -1,5 +1,6 @@
-"""What a capture is asked to do: :class:`CaptureSpec`, one plain value built by the CLI, the
-Capture tab and the tests, read by :class:`viewer.capture.job.CaptureJob`."""
+"""What a capture is asked to do: :class:`CaptureSpec`, one plain value built by
+:func:`viewer.capture.fields.capture_spec` (the CLI, the Capture tab, the job script) and the tests,
+read by :class:`viewer.capture.job.CaptureJob`."""
 from __future__ import annotations
 
 import secrets
@@ -7,6 +8,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from viewer.config import Settings
 
 __all__ = ["CaptureSpec", "PHASES", "unique_name", "new_capture_dir"]
 
@@ -32,13 +35,15 @@ def new_capture_dir(root: str | Path, prefix: str = "capture") -> Path:
 
 
 PHASES = ("setup", "server", "agent", "rescore", "reward", "artefacts")
+# The defaults a setting covers are the setting's own (viewer/config.py, CAPTURE_*): one owner.
+_S = Settings()
 
 
 @dataclass
 class CaptureSpec:
     out: str
     backend: str = "local"  # local | endpoint | hf-jobs
-    model: str = "tiny-qwen3"  # CPU model name, local folder, Hub name (local GPU) or served name (endpoint)
+    model: str = _S.capture_model  # CPU model name, local folder, Hub name (local GPU) or served name (endpoint)
     endpoint: str = ""
     token: str = field(default="", repr=False)  # endpoint / HF token: used, never written
     task_source: str = "bundled"  # bundled | deepcoder
@@ -47,18 +52,18 @@ class CaptureSpec:
     seed: int = 0
     instruction: str = ""
     scripted: bool = False
-    agent_timeout_s: float = 300.0
-    test_timeout_s: float = 10.0
+    agent_timeout_s: float = _S.capture_agent_timeout_s
+    test_timeout_s: float = _S.capture_test_timeout_s
     server_timeout_s: float = 600.0
-    max_output_tokens: int = 1024
+    max_output_tokens: int = _S.capture_max_output_tokens
     context_tokens: int = 16384
     steps: int = 8
-    top_logprobs: int = 5
-    logprobs_mode: str = ""  # "" = raw_logprobs when scripted (the model's own values), else processed_logprobs
+    top_logprobs: int = _S.capture_top_logprobs
+    logprobs_mode: str = _S.capture_logprobs_mode  # "" = raw_logprobs when scripted (the model's own values), else processed_logprobs
     title: bool = True
     auto_compaction: bool = False
-    vllm_python: str = ""
-    opencode_bin: str = ""
+    vllm_python: str = _S.capture_vllm_python
+    opencode_bin: str = _S.capture_opencode
     # scripted mode: bash commands the expert runs before its solution (tests use it to try
     # what an agent's tools can do, e.g. a command that backgrounds itself)
     script_commands: list[str] = field(default_factory=list)
@@ -70,10 +75,10 @@ class CaptureSpec:
     # spells them as plain pieces (the retokenisation case the viewer exists to show)
     spell_tool_call_as_pieces: bool = False
     # install the capture environment (vLLM env, opencode) when missing, with its output in the log
-    auto_setup: bool = True
+    auto_setup: bool = _S.capture_auto_setup
     tokenizer: str = ""  # where the served model's tokenizer is (folder or Hub name); default: from the model
-    flavor: str = "a100-large"  # hf-jobs
-    results_repo: str = ""  # hf-jobs: dataset repo the job pushes the artefacts to
+    flavor: str = _S.capture_hf_flavor  # hf-jobs
+    results_repo: str = _S.capture_results_repo  # hf-jobs: dataset repo the job pushes the artefacts to
     # started on a public app: an endpoint is pinned to a checked, globally routable address
     public_app: bool = False
 

@@ -17,17 +17,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from viewer.sources.layout import TOKENIZER_DIR
-from viewer.tokenizer.choice import sha256_file, verify_capture_tokenizer
+from viewer.layout import TOKENIZER_DIR
+from viewer.tokenizer.files import TOKENIZER_FILES, hub_lookup_errors, sha256_file, verify_capture_tokenizer
 
-__all__ = ["FILES", "locate", "write", "verify", "tool_tag_bias"]
+__all__ = ["locate", "write", "verify", "tool_tag_bias"]
 
 # the viewer checks the hashes when it loads the folder (one implementation, next to the choice)
 verify = verify_capture_tokenizer
 
-# what makes a tokenizer + chat template whole (present ones are copied)
-FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
-         "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json")
 
 
 def _is_dir(p: Path) -> bool:
@@ -43,9 +40,9 @@ def _hub_dir(name: str, online: bool) -> Path | None:
         # a public app fetches a model's tokenizer as nobody: a visitor's model name never makes it
         # read a private or gated repo with the Space's HF_TOKEN
         token = False if Settings.from_env().public_mode() else None
-        d = snapshot_download(name, allow_patterns=list(FILES), local_files_only=not online, token=token)
+        d = snapshot_download(name, allow_patterns=list(TOKENIZER_FILES), local_files_only=not online, token=token)
         return Path(d) if _is_dir(Path(d)) else None
-    except Exception:  # not cached / offline / no such repo: the caller tries the next source
+    except hub_lookup_errors():  # not cached / offline / no such repo: the caller tries the next source
         return None
 
 
@@ -64,8 +61,8 @@ def locate(*candidates: str | Path | None, online: bool = False) -> tuple[Path |
         p = Path(text).expanduser()
         if _is_dir(p):
             return p.resolve(), f"model folder {p.resolve()}"
-        if p.is_dir() and _is_dir(p / "tokenizer"):
-            return (p / "tokenizer").resolve(), f"model folder {p.resolve()}"
+        if p.is_dir() and _is_dir(p / TOKENIZER_DIR):
+            return (p / TOKENIZER_DIR).resolve(), f"model folder {p.resolve()}"
         if "/" in text and not p.exists():
             d = _hub_dir(text, online)
             if d is not None:
@@ -81,7 +78,7 @@ def write(out: Path, src: Path, source: str) -> dict[str, Any]:
     dest = Path(out) / TOKENIZER_DIR
     dest.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
-    for name in FILES:
+    for name in TOKENIZER_FILES:  # present ones are copied
         f = Path(src) / name
         if f.is_file():
             shutil.copyfile(f, dest / name)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.config import Settings
-from viewer.drift.results import ScanResult
+from viewer.drift.results import ScanError, ScanResult, TokenizerUsed
 from viewer.rollout import Rollout
 
 __all__ = ["ScanInputError", "discover", "iter_rollouts", "scan_source"]
@@ -32,7 +32,7 @@ def _is_data_file(spec: str) -> bool:
 
 
 def _is_capture(p: Path) -> bool:
-    from viewer.sources.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
+    from viewer.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
 
     return is_capture_dir(p)
 
@@ -92,7 +92,7 @@ def _dataset_rollouts(spec: str, settings: Settings, limit: int | None,
         except sources.SourceNotFound:
             return  # past the last row
         except sources.SourceError as e:
-            errors.append({"source": f"{spec} row {row}", "error": e.message})
+            errors.append(ScanError(source=f"{spec} row {row}", error=e.message))
             n += 1
             continue
         n += 1
@@ -135,10 +135,10 @@ class _Rollouts:
 
                 r = load_source(spec, self.settings)
             except SourceError as e:
-                self.errors.append({"source": spec, "error": e.message})
+                self.errors.append(ScanError(source=spec, error=e.message))
                 continue
             except Exception as e:  # a reader bug on one rollout must not stop the scan
-                self.errors.append({"source": spec, "error": f"{type(e).__name__}: {e}"})
+                self.errors.append(ScanError(source=spec, error=f"{type(e).__name__}: {e}"))
                 continue
             n += 1
             yield r
@@ -174,19 +174,19 @@ def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
 
 
 class _TokenizerCache:
-    """One tokenizer per (model, capture tokenizer folder), resolved once per scan."""
+    """One tokenizer per (model, capture tokenizer folder, derived view's tokenizer), resolved once per scan."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._cache: dict[tuple[str | None, str | None], Any] = {}
+        self._cache: dict[tuple[str | None, str | None, str | None], Any] = {}
 
     def __call__(self, r: Rollout):
-        from viewer.sources.layout import TOKENIZER_DIR
-        from viewer.tokenizer import capture_dir_of, tokenizer_for
+        from viewer.layout import TOKENIZER_DIR
+        from viewer.tokenizer import capture_dir_of, derived_with, tokenizer_for
 
         cap = capture_dir_of(r)
         own = cap / TOKENIZER_DIR if cap is not None and (cap / TOKENIZER_DIR / "tokenizer.json").is_file() else None
-        key = (r.model, str(own) if own else None)
+        key = (r.model, str(own) if own else None, derived_with(r))
         if key not in self._cache:
             self._cache[key] = tokenizer_for(r, self.settings, capture_dir=cap)
         return self._cache[key]
@@ -215,7 +215,8 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     ``trainer`` block says which ran, with TRL's tally summed over rollouts.
     """
     from viewer import drift
-    from viewer.drift.scan import merge_trainer, new_trainer_block
+    from viewer.drift.results import empty_totals, new_trainer_block
+    from viewer.drift.scan import merge_trainer
     from viewer.drift.trainer import check_args
     from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
 
@@ -295,15 +296,12 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     else:
         out["totals"]["cancelled"] = True
     t = out["totals"]
-    for k, v in (("turns", 0), ("drifted_turns", 0), ("by_cause", {}), ("forked_rows", 0), ("unchecked", 0),
-                 ("tokens_losing_gradient", 0), ("rows", 0), ("rollouts", 0), ("retokenize_drifted", 0),
-                 ("template_drifted", 0), ("prefix_broken", 0), ("cancelled", False)):
+    for k, v in empty_totals().items():
         t.setdefault(k, v)
-    t.setdefault("unchecked_by_check", {"retokenize": 0, "template": 0, "prefix": 0})
     t["unreadable"] = len(errors)
     used = [n for n in names]
     out["source"] = label
     out["tokenizer"] = used[0] if len(used) == 1 else (" + ".join(str(n) for n in used) if used else None)
-    out["tokenizers"] = [{"name": n, "note": m} for n, m in names.items()]
+    out["tokenizers"] = [TokenizerUsed(name=n, note=m) for n, m in names.items()]
     out["errors"] = list(errors)
     return out

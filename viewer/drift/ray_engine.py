@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from viewer.config import Settings
+from viewer.drift.results import ScanError, TokenizerUsed
 
 __all__ = ["scan_with_ray", "plan_blocks", "ray_available"]
 
@@ -89,14 +90,14 @@ def scan_block(block: dict[str, Any], settings: Settings, kw: dict[str, Any]) ->
             try:
                 src.append(ds.rollout(row))
             except SourceError as e:
-                errors.append({"source": f"{block['spec']} row {row}", "error": e.message})
+                errors.append(ScanError(source=f"{block['spec']} row {row}", error=e.message))
     try:
         if isinstance(src, list) and not src:
             raise ScanInputError("no readable rollout")
         res = scan_source(src, settings, **kw)
     except ScanInputError as e:
         if not errors:
-            errors.append({"source": str(block["spec"]), "error": e.message})
+            errors.append(ScanError(source=str(block["spec"]), error=e.message))
         return {"turns": [], "totals": {"unreadable": len(errors)}, "trainer": None, "errors": errors,
                 "tokenizers": []}
     res["errors"] = errors + res["errors"]
@@ -171,7 +172,8 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
         raise ScanInputError(why)
     import pyarrow.compute as pc
 
-    from viewer.drift.scan import merge_trainer, new_trainer_block
+    from viewer.drift.results import empty_totals, new_trainer_block
+    from viewer.drift.scan import merge_trainer
     from viewer.drift.scanout import ParquetSink, records_from_table
     from viewer.drift.corpus import _merge
 
@@ -225,13 +227,10 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
     if not t.get("rollouts") and not t.get("cancelled"):
         why = "; ".join(f"{e['source']}: {e['error']}" for e in res["errors"][:3])
         raise ScanInputError(f"{source}: no readable rollout" + (f" ({why})" if why else ""))
-    for k, v in (("turns", 0), ("drifted_turns", 0), ("by_cause", {}), ("forked_rows", 0), ("unchecked", 0),
-                 ("tokens_losing_gradient", 0), ("rows", 0), ("rollouts", 0), ("retokenize_drifted", 0),
-                 ("template_drifted", 0), ("prefix_broken", 0), ("cancelled", False), ("unreadable", 0)):
+    for k, v in empty_totals().items():
         t.setdefault(k, v)
-    t.setdefault("unchecked_by_check", {"retokenize": 0, "template": 0, "prefix": 0})
     used = list(names)
     res.update(source=str(source), engine="ray", out=str(out) if out else None,
                tokenizer=used[0] if len(used) == 1 else (" + ".join(used) if used else None),
-               tokenizers=[{"name": n, "note": m} for n, m in names.items()])
+               tokenizers=[TokenizerUsed(name=n, note=m) for n, m in names.items()])
     return res

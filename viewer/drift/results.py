@@ -1,77 +1,85 @@
-"""The shape of a drift scan's result, typed at the seam where it leaves the analysis.
+"""The shape of a drift scan's result, typed at the seam where it leaves the analysis: the one owner
+of its keys.
 
 Scan results stay JSON-shaped (``python -m viewer drift --json`` prints them as they are,
 the scan table and plots read them), so they are ``TypedDict``s rather than classes: a type
-checker and a reader see every key here, in one place, instead of in docstrings.
+checker and a reader see every key here, in one place, instead of in docstrings. The dicts are
+built from these definitions (the per-turn sections by calling them, the totals, the trainer
+block and the parquet columns of :mod:`viewer.drift.scanout` from their fields), so both
+engines (local and Ray) write exactly these keys (tests/test_drift.py checks them).
+``NotRequired`` marks a key that is absent, not None, when it does not apply.
 """
-from __future__ import annotations
+# no ``from __future__ import annotations`` here: NotRequired must be seen when the classes are
+# made (its optional keys decide which parquet cells come back as absent keys)
+from dataclasses import fields
+from typing import Any, Literal, NotRequired, TypedDict, get_args, get_origin, get_type_hints, is_typeddict
 
-from typing import Any, Literal, TypedDict
+from viewer.drift.rows import Tally
 
 __all__ = ["RetokenizeResult", "TemplateResult", "PrefixResult", "RowResult", "TurnRecord", "TrainerTally",
-           "TrainerBlock", "ScanTotals", "ScanResult", "ScanError", "TokenizerUsed", "SCAN_COLUMNS", "scan_table"]
+           "TrainerBlock", "ScanTotals", "ScanResult", "ScanError", "TokenizerUsed", "CHECKS", "SECTIONS",
+           "empty_totals", "new_trainer_block", "turn_columns", "optional_keys", "SCAN_COLUMNS", "scan_table"]
+
+# the three checks every turn gets (viewer.drift.checks), in the order totals count them
+CHECKS = ("retokenize", "template", "prefix")
 
 
-class RetokenizeResult(TypedDict, total=False):
+class RetokenizeResult(TypedDict):
     """Output round trip: ``encode(decode(ids)) == ids``?"""
     equal: bool | None  # None: could not run (``unchecked`` says why)
     first_mismatch: int | None
     changed_spans: int
     cause: str | None
-    unchecked: str
+    unchecked: NotRequired[str]
 
 
-class TemplateResult(TypedDict, total=False):
+class TemplateResult(TypedDict):
     """The prompt re-rendered through the chat template (vLLM-style; plain TRL-style beside it)."""
     equal: bool | None
     first_mismatch: int | None
     cause: str | None
-    plain_equal: bool | None
-    plain_cause: str | None
-    plain_error: str
-    unchecked: str
+    plain_equal: NotRequired[bool | None]
+    plain_cause: NotRequired[str | None]
+    plain_error: NotRequired[str]
+    unchecked: NotRequired[str]
 
 
-class PrefixResult(TypedDict, total=False):
+class PrefixResult(TypedDict):
     """Does this turn's prompt extend the previous turn's prompt + output?"""
     status: str  # clean | broken | first (first agent turn: nothing to extend)
     cause: str | None
     tokens_rerendered: int
     divergence: int | None
     in_output: bool
-    unchecked: str
+    unchecked: NotRequired[str]
 
 
-class RowResult(TypedDict, total=False):
+class RowResult(TypedDict):
     """The turn under the trainer's stitching (viewer.drift.rows)."""
     verdict: Literal["CLEAN", "REALIGN", "FORK", "NOT_IN_CHAIN", "ERROR"]
-    matched: int
-    drift: int
-    tokens_losing_gradient: int
-    kept_trained: int
-    reason: str  # NOT_IN_CHAIN / ERROR
+    matched: NotRequired[int]  # the four counts: a turn in the chain
+    drift: NotRequired[int]
+    tokens_losing_gradient: NotRequired[int]
+    kept_trained: NotRequired[int]
+    reason: NotRequired[str]  # NOT_IN_CHAIN / ERROR
 
 
-class TurnRecord(TypedDict, total=False):
+class TurnRecord(TypedDict):
+    """One agent turn of the scan (the parquet columns follow this order)."""
     rollout: str
     turn: int
     call: int
+    tokenizer: str | None  # added by viewer.drift.corpus.scan_source
+    drifted: bool  # decided once in the scan; the table and UI read it
+    unchecked: NotRequired[str]
     retokenize: RetokenizeResult
     template: TemplateResult
     prefix: PrefixResult
-    row: RowResult
-    drifted: bool  # decided once in the scan; the table and UI read it
-    unchecked: str
-    tokenizer: str | None
+    row: NotRequired[RowResult]
 
 
-class TrainerTally(TypedDict):
-    clean: int
-    realign: int
-    fork: int
-    transitions: int
-    drift_tokens: int
-    drift_max: int
+# TRL's tally: the keys are those of viewer.drift.rows.Tally (one owner: the dataclass that counts)
+TrainerTally = TypedDict("TrainerTally", {f.name: int for f in fields(Tally)})
 
 
 class TrainerBlock(TypedDict):
@@ -87,13 +95,13 @@ class TrainerBlock(TypedDict):
     tally: TrainerTally
 
 
-class ScanTotals(TypedDict, total=False):
+class ScanTotals(TypedDict):
     turns: int
     drifted_turns: int
     by_cause: dict[str, int]
     forked_rows: int
     unchecked: int
-    unchecked_by_check: dict[str, int]
+    unchecked_by_check: dict[str, int]  # per check of CHECKS
     tokens_losing_gradient: int
     rows: int
     rollouts: int
@@ -114,16 +122,71 @@ class TokenizerUsed(TypedDict):
     note: str
 
 
-class ScanResult(TypedDict, total=False):
+class ScanResult(TypedDict):
     turns: list[TurnRecord]
     totals: ScanTotals
     trainer: TrainerBlock
     # added by viewer.drift.corpus.scan_source
-    source: str
-    tokenizer: str | None
-    tokenizers: list[TokenizerUsed]
-    errors: list[ScanError]
-    tokenizer_note: str
+    source: NotRequired[str]
+    tokenizer: NotRequired[str | None]
+    tokenizers: NotRequired[list[TokenizerUsed]]
+    errors: NotRequired[list[ScanError]]
+    tokenizer_note: NotRequired[str]
+    # added by the Ray engine (viewer.drift.ray_engine)
+    engine: NotRequired[str]
+    out: NotRequired[str | None]
+
+
+SECTIONS = tuple(k for k, t in get_type_hints(TurnRecord).items() if is_typeddict(t))
+
+
+def empty_totals() -> ScanTotals:
+    """Every total at zero, from :class:`ScanTotals`'s fields (each engine starts or completes with this)."""
+    out: dict[str, Any] = {}
+    for k, t in get_type_hints(ScanTotals).items():
+        if k == "unchecked_by_check":
+            out[k] = {c: 0 for c in CHECKS}
+        else:
+            out[k] = {} if get_origin(t) is dict else t()
+    return out  # type: ignore[return-value]
+
+
+def new_trainer_block(fork_threshold: int | None = None) -> TrainerBlock:
+    """An empty ``trainer`` block: nothing ran yet (see ``viewer.drift.scan.merge_trainer``)."""
+    block: dict[str, Any] = {k: None for k in TrainerBlock.__annotations__}
+    block.update(fork_threshold=fork_threshold, modes={}, errors=0, tally={k: 0 for k in TrainerTally.__annotations__})
+    return block  # type: ignore[return-value]
+
+
+_ARROW = {bool: "bool_", int: "int64", str: "string"}
+
+
+def _arrow_type(t: Any) -> str:
+    args = [a for a in get_args(t) if a is not type(None)]
+    if get_origin(t) is Literal:
+        return "string"
+    if args and get_origin(t) is not Literal:  # X | None
+        return _arrow_type(args[0])
+    return _ARROW[t]
+
+
+def turn_columns() -> list[tuple[str, str]]:
+    """(column, arrow type name) of a turn record flattened, sections as ``section.key``, in
+    :class:`TurnRecord`'s order: the parquet schema of :mod:`viewer.drift.scanout`."""
+    cols = []
+    for k, t in get_type_hints(TurnRecord).items():
+        if is_typeddict(t):
+            cols += [(f"{k}.{kk}", _arrow_type(tt)) for kk, tt in get_type_hints(t).items()]
+        else:
+            cols.append((k, _arrow_type(t)))
+    return cols
+
+
+def optional_keys() -> set[str]:
+    """Keys absent (not None) when they do not apply, in a turn record or any of its sections."""
+    hints = get_type_hints(TurnRecord)
+    return set().union(TurnRecord.__optional_keys__ - set(SECTIONS),
+                       *(hints[s].__optional_keys__ for s in SECTIONS))
 
 
 SCAN_COLUMNS = ["rollout", "turn", "drifted", "round trip", "rt cause", "spans", "re-render", "render cause",

@@ -16,9 +16,11 @@ from viewer.drift.checks import prefix_audit
 from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_rows
 from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import token_table
-from .results import ScanResult, TrainerBlock
+from .results import (CHECKS, PrefixResult, RetokenizeResult, RowResult, ScanResult, TemplateResult,
+                      TrainerBlock, empty_totals, new_trainer_block)
+from .rows import Tally
 
-__all__ = ["scan", "merge_trainer", "new_trainer_block"]
+__all__ = ["scan", "merge_trainer"]
 
 
 @dataclass(frozen=True)
@@ -36,10 +38,8 @@ class _TrainerChoice:
         return trainer_rows(r, choose_spec(r, self.mode, self.train_turns, self.fork_threshold), tok)
 
 
-def new_trainer_block(fork_threshold: int | None = None) -> TrainerBlock:
-    return {"mode": None, "train_turns": None, "trl_version": None, "fork_threshold": fork_threshold,
-            "chosen": None, "reason": None, "modes": {}, "errors": 0,
-            "tally": {"clean": 0, "realign": 0, "fork": 0, "transitions": 0, "drift_tokens": 0, "drift_max": 0}}
+# the block's keys that name the semantics (the rest count): taken whole from one rollout's block
+_SEMANTICS = tuple(k for k in TrainerBlock.__annotations__ if k not in ("modes", "errors", "tally"))
 
 
 def _add_trainer(block: dict[str, Any], tr: TrainerRows) -> None:
@@ -56,17 +56,16 @@ def merge_trainer(block: dict[str, Any], part: dict[str, Any]) -> None:
     for k, n in part["modes"].items():
         block["modes"][k] = block["modes"].get(k, 0) + n
     if len(block["modes"]) == 1:
-        for k in ("mode", "train_turns", "trl_version", "fork_threshold", "chosen", "reason"):
+        for k in _SEMANTICS:
             block[k] = part[k]
     else:
         block.update(mode="mixed", train_turns=None, trl_version=None, reason="rollouts differ; see modes")
         if block["fork_threshold"] != part["fork_threshold"]:
             block["fork_threshold"] = None
     block["errors"] += part["errors"]
-    t, add = block["tally"], part["tally"]
-    for k in ("clean", "realign", "fork", "transitions", "drift_tokens"):
-        t[k] += add[k]
-    t["drift_max"] = max(t["drift_max"], add["drift_max"])
+    tally = Tally(**block["tally"])
+    tally.merge(Tally(**part["tally"]))  # TRL's own summing rule, in one place (viewer.drift.rows)
+    block["tally"] = tally.to_dict()
 
 
 def _batch_decode(tok, ids: list[list[int]]) -> list[str]:
@@ -107,8 +106,8 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
         reason = (_need_tokenizer(tok) or ("empty output (no sampled ids)" if not t.output_ids else None)
                   or (_oov_reason(t.output_ids, len(table)) if table is not None else None))
         if reason:
-            rt_res[n] = {"equal": None, "first_mismatch": None, "changed_spans": 0, "cause": None,
-                         "unchecked": reason}
+            rt_res[n] = RetokenizeResult(equal=None, first_mismatch=None, changed_spans=0, cause=None,
+                                         unchecked=reason)
         else:
             rt_todo.append(n)
     if rt_todo:
@@ -123,13 +122,13 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
     for n, (_, t, _) in enumerate(items):
         reason = _template_unchecked(t, tok)
         if reason:
-            tp_res[n] = {"equal": None, "first_mismatch": None, "cause": None, "unchecked": reason}
+            tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None, unchecked=reason)
             continue
         try:
             tv = _render_text(t, tok, "vllm")
         except Exception as e:
-            tp_res[n] = {"equal": None, "first_mismatch": None, "cause": None,
-                         "unchecked": f"template failed to render: {e}"}
+            tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None,
+                                       unchecked=f"template failed to render: {e}")
             continue
         tp_todo.append((n, "vllm"))
         render_texts.append(tv)
@@ -146,19 +145,19 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
     re_ids, rendered = encoded[:len(texts)], encoded[len(texts):]
     for n, ids, text, rid in zip(rt_todo, out_ids, texts, re_ids):
         if rid == ids:
-            rt_res[n] = {"equal": True, "first_mismatch": None, "changed_spans": 0, "cause": None}
+            rt_res[n] = RetokenizeResult(equal=True, first_mismatch=None, changed_spans=0, cause=None)
         else:  # the expensive aligned diff only where the ids differ
             rt = _roundtrip_result(ids, text, rid, table, items[n][1].logprobs)
-            rt_res[n] = {"equal": False, "first_mismatch": rt.first_mismatch,
-                         "changed_spans": len(rt.changed_spans), "cause": rt.cause}
+            rt_res[n] = RetokenizeResult(equal=False, first_mismatch=rt.first_mismatch,
+                                         changed_spans=len(rt.changed_spans), cause=rt.cause)
     for (n, variant), rid in zip(tp_todo, rendered):
         stored = list(items[n][1].prompt_ids)
         if rid == stored:
-            d = {"equal": True, "first_mismatch": None, "cause": None}
+            d = TemplateResult(equal=True, first_mismatch=None, cause=None)
         else:
             k = common_prefix(stored, rid)
             cl = classify_divergence(stored, rid, k, tok, labels=("stored", "rendered"))
-            d = {"equal": False, "first_mismatch": k, "cause": cl.cause}
+            d = TemplateResult(equal=False, first_mismatch=k, cause=cl.cause)
         if variant == "vllm":
             tp_res[n] = {**d, **tp_res.get(n, {})}
             if plain:
@@ -168,8 +167,8 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
     # --- C + rows
     for n, (name, t, prev) in enumerate(items):
         pc = prefix_audit(prev, t, tok)
-        p = {"status": pc.status, "cause": pc.cause, "tokens_rerendered": pc.tokens_rerendered,
-             "divergence": pc.divergence, "in_output": pc.in_output}
+        p = PrefixResult(status=pc.status, cause=pc.cause, tokens_rerendered=pc.tokens_rerendered,
+                         divergence=pc.divergence, in_output=pc.in_output)
         if pc.unchecked:
             p["unchecked"] = pc.unchecked
         rec = {"rollout": name, "turn": t.index, "call": t.call,
@@ -186,17 +185,17 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
                 continue
             v = tr.verdict(rec["turn"])
             if v is not None:
-                rec["row"] = {"verdict": v.verdict, "matched": v.matched, "drift": v.drift,
-                              "tokens_losing_gradient": v.tokens_losing_gradient, "kept_trained": v.kept_trained}
+                rec["row"] = RowResult(verdict=v.verdict, matched=v.matched, drift=v.drift,
+                                       tokens_losing_gradient=v.tokens_losing_gradient, kept_trained=v.kept_trained)
             else:
-                rec["row"] = {"verdict": "ERROR" if tr.error else "NOT_IN_CHAIN",
-                              "reason": tr.error or tr.excluded_reason(rec["turn"])}
+                rec["row"] = RowResult(verdict="ERROR" if tr.error else "NOT_IN_CHAIN",
+                                       reason=tr.error or tr.excluded_reason(rec["turn"]))
     return recs
 
 
 def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
     totals["turns"] += 1
-    checks = (rec["retokenize"], rec["template"], rec["prefix"])
+    checks = tuple(rec[c] for c in CHECKS)
     drifted = (rec["retokenize"].get("equal") is False or rec["template"].get("equal") is False
                or rec["prefix"]["status"] == "broken")
     rec["drifted"] = drifted  # decided here once; the CLI table and the UI read it
@@ -207,7 +206,7 @@ def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
     reasons = [c["unchecked"] for c in checks if c.get("unchecked")]
     if rec["retokenize"].get("unchecked"):
         totals["unchecked"] += 1
-    for key, c in zip(("retokenize", "template", "prefix"), checks):
+    for key, c in zip(CHECKS, checks):
         if c.get("unchecked"):
             totals["unchecked_by_check"][key] += 1
     if reasons:
@@ -237,11 +236,7 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
     """
     total = len(rollouts) if isinstance(rollouts, Sized) else None
     table = token_table(tok) if tok is not None else None
-    totals: dict[str, Any] = {"turns": 0, "drifted_turns": 0, "by_cause": {}, "forked_rows": 0, "unchecked": 0,
-                              "tokens_losing_gradient": 0, "rows": 0, "rollouts": 0,
-                              "retokenize_drifted": 0, "template_drifted": 0, "prefix_broken": 0,
-                              "unchecked_by_check": {"retokenize": 0, "template": 0, "prefix": 0},
-                              "cancelled": False, "trainer": new_trainer_block(fork_threshold)}
+    totals: dict[str, Any] = {**empty_totals(), "trainer": new_trainer_block(fork_threshold)}
     choice = _TrainerChoice(trainer, train_turns, fork_threshold)
     choice.check()
     turns: list[dict[str, Any]] = []

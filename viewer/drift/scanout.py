@@ -12,24 +12,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from viewer.drift.results import SECTIONS, optional_keys, turn_columns
+
 __all__ = ["TURN_FIELDS", "turn_schema", "turns_table", "records_from_table", "ParquetSink"]
 
-# (column, arrow type name); nested sections flattened as "section.key"
-TURN_FIELDS: list[tuple[str, str]] = [
-    ("rollout", "string"), ("turn", "int64"), ("call", "int64"), ("tokenizer", "string"),
-    ("drifted", "bool_"), ("unchecked", "string"),
-    ("retokenize.equal", "bool_"), ("retokenize.first_mismatch", "int64"), ("retokenize.changed_spans", "int64"),
-    ("retokenize.cause", "string"), ("retokenize.unchecked", "string"),
-    ("template.equal", "bool_"), ("template.first_mismatch", "int64"), ("template.cause", "string"),
-    ("template.plain_equal", "bool_"), ("template.plain_cause", "string"), ("template.plain_error", "string"),
-    ("template.unchecked", "string"),
-    ("prefix.status", "string"), ("prefix.cause", "string"), ("prefix.tokens_rerendered", "int64"),
-    ("prefix.divergence", "int64"), ("prefix.in_output", "bool_"), ("prefix.unchecked", "string"),
-    ("row.verdict", "string"), ("row.matched", "int64"), ("row.drift", "int64"),
-    ("row.tokens_losing_gradient", "int64"), ("row.kept_trained", "int64"), ("row.reason", "string"),
-]
-_SECTIONS = ("retokenize", "template", "prefix", "row")
-_OPTIONAL = {"unchecked", "reason", "plain_error", "plain_equal", "plain_cause"}  # absent, not None, when unset
+# (column, arrow type name); nested sections flattened as "section.key": from the result's
+# definition (viewer/drift/results.py: TurnRecord), so a new key is a new column by itself
+TURN_FIELDS: list[tuple[str, str]] = turn_columns()
+_SECTIONS = SECTIONS
+_OPTIONAL = optional_keys()  # absent, not None, when unset (NotRequired in the definition)
 
 
 def turn_schema():

@@ -219,7 +219,7 @@ def trainer_inputs(rollout: Rollout, spec: TrainerSpec, tok) -> tuple[list[Train
         except Exception as e:  # a template error is data: TRL would fail the rollout here
             raise ValueError(f"turn {t.index}: chat template failed to render: {e}") from e
         # TRL reads `per_token_logps` only; logprobs found elsewhere in the record never reach it.
-        lps = list(t.logprobs) if t.meta.get("logprobs_from", "per_token_logps") == "per_token_logps" else []
+        lps = list(t.logprobs) if t.origin.logprobs_from in (None, "per_token_logps") else []
         if not lps and t.output_ids:
             no_lps.append(t.index)
         out.append(TrainerTurn(t.index, prompt, list(t.output_ids), lps, None))

@@ -6,22 +6,26 @@ browser goes through :func:`esc` (``escape.py``), or travels as JSON that the br
 ever assigns with ``textContent``. Never put data into a Gradio ``html_template``.
 CSS lives in ``viewer/ui/assets/app.css``, sent once with the page, never per render.
 
-One module per screen: ``tokens`` (token-view payloads), ``delta`` (rescore: Δ arrays, summary),
-``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``status``
-(Datasets/Capture lines), ``compare`` (Compare tab), ``present`` (presenter mode).
+One module per screen: ``tokens`` (token-view payloads, from the values in ``payload``), ``delta``
+(rescore: Δ arrays, summary), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``status``
+(Datasets/Capture lines), ``compare`` (Compare tab), ``present`` (presenter mode), ``page`` (the title).
 """
 from .compare import compare_html, pair_label
 from .conversation import conversation_html, problems_html, rollout_header, task_html
-from .drift import (drift_empty_html, drift_prefix_html, drift_rows_html, drift_roundtrip_html, drift_scan_html,
-                    drift_template_html, drift_turn_html)
-from .delta import RESCORE_COLUMNS, rescore_summary_html, rescore_turn_rows, turn_delta
+from .drift import (drift_empty_html, drift_note_html, drift_prefix_html, drift_rows_html, drift_roundtrip_html,
+                    drift_scan_html, drift_template_html, drift_turn_html)
+from .delta import RESCORE_COLUMNS, rescore_note_html, rescore_summary_html, rescore_turn_rows, turn_delta
 from .escape import esc, notice_html, safe_json
-from .present import presenter_payload
+from .page import title_html
+from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions
+from .present import presenter_payload, presenter_template
 from .status import capture_progress_html, dataset_status_html
 from .tokens import row_view_payload, token_payload, token_view_payload, trainer_rows
 
 __all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_payload", "row_view_payload", "trainer_rows",
+           "Kind", "Tokens", "Logprobs", "TurnInfo", "ViewOptions", "TokenView",
            "rollout_header", "conversation_html", "task_html", "problems_html", "drift_turn_html",
            "drift_roundtrip_html", "drift_template_html", "drift_prefix_html", "drift_rows_html", "drift_empty_html",
-           "drift_scan_html", "dataset_status_html", "capture_progress_html", "compare_html", "pair_label",
-           "presenter_payload", "turn_delta", "rescore_summary_html", "rescore_turn_rows", "RESCORE_COLUMNS"]
+           "drift_scan_html", "drift_note_html", "dataset_status_html", "capture_progress_html", "compare_html",
+           "pair_label", "presenter_payload", "presenter_template", "title_html", "turn_delta", "rescore_summary_html",
+           "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS"]

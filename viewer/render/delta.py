@@ -6,7 +6,7 @@ from typing import Any
 
 from .escape import esc, kv, notice_html
 
-__all__ = ["turn_delta", "rescore_summary_html", "rescore_turn_rows", "RESCORE_COLUMNS"]
+__all__ = ["turn_delta", "rescore_summary_html", "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS"]
 
 RESCORE_COLUMNS = ["turn", "row", "verdict", "context", "tokens", "mean |Δ|", "max |Δ|", "ratio min", "ratio max",
                    "flagged"]
@@ -67,3 +67,11 @@ def rescore_summary_html(result: Any, note: str = "") -> str:
         notes.insert(0, "cancelled: partial results")
     extra = "".join(f'<div class="ri-note">{esc(n)}</div>' for n in notes)
     return f'<div class="ri-rescore"><div class="ri-kvs">{"".join(parts)}</div>{extra}</div>'
+
+
+def rescore_note_html() -> str:
+    """What the rescore panel does (fixed text at the top of the panel)."""
+    return ('<div class="ri-note">Runs the model over the exact rows the trainer feeds (Drift tab → trainer rows) '
+            "and compares each trained token's logprob with the sampler's: Δ = trainer − sampler, "
+            "ratio = exp(Δ). The token view then has a <b>delta</b> colour mode; tokens whose context the trainer "
+            "changed (a re-rendered prompt, REALIGN) are underlined, so drift is told apart from numerics.</div>")

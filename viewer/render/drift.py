@@ -12,7 +12,13 @@ if TYPE_CHECKING:  # the type only: rendering needs no analysis code
     from ..drift.results import ScanResult
 
 __all__ = ["drift_turn_html", "drift_roundtrip_html", "drift_template_html", "drift_prefix_html",
-           "drift_rows_html", "drift_empty_html", "drift_scan_html"]
+           "drift_rows_html", "drift_empty_html", "drift_scan_html", "drift_note_html"]
+
+
+def drift_note_html() -> str:
+    """What the Drift tab follows and what a repro file is (fixed text beside its buttons)."""
+    return ('<div class="ri-note">Follows the turn selected under Tokens. Repro: one small JSON per drift case '
+            "(ids around the break, text, tokenizer, chat-template hash, cause) to attach to a bug report.</div>")
 
 
 _DRIFT_SPAN_LIMIT = 150  # changed spans listed per turn (the rest counted)
@@ -51,10 +57,8 @@ def _chips(ids: list[int], pieces: list[str], *, lps: list[float | None] | None 
 
 
 def _special_of(table: Any, ids: list[int]) -> list[bool] | None:
-    try:
-        return table.special(ids) if table is not None else None
-    except Exception:
-        return None
+    # TokenTable.special answers every id (False outside the vocabulary): nothing to catch here
+    return table.special(ids) if table is not None else None
 
 
 def drift_roundtrip_html(rt: Any, table: Any = None) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 from ..rollout import Turn
 from ..tokens import TurnTokens
 from .escape import safe_json
-from ..config import LOW_LOGPROB
+from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions
 
 __all__ = ["MODES", "token_view_payload", "token_payload", "row_view_payload", "trainer_rows"]
 
@@ -20,68 +20,58 @@ def _lp(v: float | None) -> float | None:
     return round(v, 4)
 
 
-def token_view_payload(turn: Turn, tt: TurnTokens, *, low: float, context_tail: int,
-                       focus: tuple[int, int] | None = None, mode: str = "mask",
-                       page_tokens: int = 50000, note: str = "", link: str = "",
+def token_view_payload(turn: Turn, tt: TurnTokens, view: ViewOptions = ViewOptions(),
                        delta: dict[str, Any] | None = None) -> str:
-    """JSON string the token view draws from (see viewer/ui/assets/token_view.js).
+    """JSON string the token view draws from (see viewer/ui/assets/token_view.js): turn ``turn``
+    with its tokens ``tt``, opened as ``view`` says.
 
-    ``link`` is the query string (without ``tok=``) that reopens this turn, or "" when the
-    source cannot be linked (an upload).
-
-    Arrays are parallel over prompt+output positions. ``k`` is the kind per position:
-    0 context, 1 trained output, 2 untrained output. ``lp`` is null on the prompt.
-    ``delta``: a rescore of this turn (:func:`viewer.render.delta.turn_delta`), which adds the
-    ``delta`` colour mode.
+    Prompt positions are :attr:`Kind.CONTEXT` (or trained where the turn's prompt mask says so),
+    outputs :attr:`Kind.TRAINED` under mask 1, else :attr:`Kind.UNTRAINED`; ``lp`` is null on the
+    prompt. ``delta``: a rescore of this turn (:func:`viewer.render.delta.turn_delta`), which adds
+    the ``delta`` colour mode.
     """
     p = tt.prompt_len
     n = len(tt.ids)
     mask = turn.loss_mask
-    kinds = [0] * p + [(1 if k < len(mask) and mask[k] else 2) for k in range(n - p)]
+    context, trained, untrained = Kind.CONTEXT.value, Kind.TRAINED.value, Kind.UNTRAINED.value
+    kinds = [context] * p + [(trained if k < len(mask) and mask[k] else untrained) for k in range(n - p)]
     if turn.prompt_mask:
         for i, m in enumerate(turn.prompt_mask[:p]):
             if m:
-                kinds[i] = 1
+                kinds[i] = trained
     top: dict[str, list] = {}
     if turn.top_logprobs:
         for k, alts in enumerate(turn.top_logprobs):
             if alts:
                 top[str(p + k)] = [[a.id, _lp(a.logprob)] for a in alts]
-    return token_payload(tt.ids, tt.texts, kinds, special=tt.special,
-                         logprobs=[None] * p + list(turn.logprobs)[: n - p], prompt_len=p, turn=turn.index,
-                         trained=turn.trained, kind=turn.kind, role=turn.role, prompt_source=turn.prompt_source,
-                         output_source=turn.output_source, exact=tt.exact_text, oov=tt.out_of_vocab, low=low,
-                         context_tail=context_tail, page_tokens=page_tokens, note=note, top=top,
-                         alt=tt.alt_texts, focus=focus, mode=mode, link=link, delta=delta)
+    return token_payload(TokenView(
+        Tokens(tt.ids, tt.texts, kinds, special=tt.special, oov=tt.out_of_vocab, exact=tt.exact_text),
+        TurnInfo(turn.index, p, trained=turn.trained, kind=turn.kind, role=turn.role,
+                 prompt_source=turn.prompt_source, output_source=turn.output_source),
+        Logprobs([None] * p + list(turn.logprobs)[: n - p], top=top, alt=tt.alt_texts), view, delta))
 
 
-def token_payload(ids: list[int], texts: list[str], kinds: list[int], *, special: list[bool] | None = None,
-                  logprobs: list[float | None] | None = None, prompt_len: int = 0, turn: int = 0,
-                  trained: bool = True, kind: str = "agent", role: str = "main", prompt_source: str = "",
-                  output_source: str = "", exact: bool = True, oov: list[int] | None = None, low: float = LOW_LOGPROB,
-                  context_tail: int = 512, page_tokens: int = 50000, note: str = "",
-                  top: dict[str, list] | None = None, alt: dict[int, str] | None = None,
-                  focus: tuple[int, int] | None = None, mode: str = "mask", link: str = "",
-                  delta: dict[str, Any] | None = None) -> str:
-    """The token view's JSON (see viewer/ui/assets/token_view.js) from plain parallel arrays.
+def token_payload(tv: TokenView) -> str:
+    """The token view's JSON (see viewer/ui/assets/token_view.js) from a :class:`TokenView`.
 
-    ``kinds`` per position: 0 context, 1 trained (mask 1), 2 output without gradient.
-    ``top`` maps a position (as a string) to ``[[id, logprob], ...]``; ``alt`` gives the
-    texts of those alternative ids. ``modes`` in the payload lists the colour modes this view
-    can show (``delta`` only with a rescore: ``delta`` holds per position the trainer's logprob
-    ``tr`` and Δ = trainer − sampler ``dl``, and the turn's context verdict).
+    ``modes`` in the payload lists the colour modes this view can show (``delta`` only with a
+    rescore: ``delta`` holds per position the trainer's logprob ``tr`` and Δ = trainer − sampler
+    ``dl``, and the turn's context verdict); a ``mode`` it cannot show opens as ``mask``.
     """
+    toks, turn, lp, view, delta = tv.tokens, tv.turn, tv.logprobs, tv.view, tv.delta
     modes = list(MODES) + (["delta"] if delta else [])
-    n = len(ids)
-    lps = [_lp(v) for v in (logprobs or [])] + [None] * max(0, n - len(logprobs or []))
+    n = len(toks.ids)
+    values = lp.values or []
+    lps = [_lp(v) for v in values] + [None] * max(0, n - len(values))
     payload = {
-        "v": 1, "turn": turn, "trained": trained, "kind": kind, "role": role, "prompt_len": prompt_len,
-        "prompt_source": prompt_source, "output_source": output_source, "exact": exact,
-        "ids": list(ids), "t": list(texts), "sp": [i for i, s in enumerate(special or []) if s],
-        "k": list(kinds), "lp": lps[:n], "top": top or {}, "alt": {str(k): v for k, v in (alt or {}).items()},
-        "oov": list(oov or []), "low": low, "tail": max(0, int(context_tail)), "page": max(1000, int(page_tokens)),
-        "focus": list(focus) if focus else None, "mode": mode if mode in modes else "mask", "modes": modes,
-        "note": note, "link": link,
+        "v": 1, "turn": turn.index, "trained": turn.trained, "kind": turn.kind, "role": turn.role,
+        "prompt_len": turn.prompt_len, "prompt_source": turn.prompt_source, "output_source": turn.output_source,
+        "exact": toks.exact, "ids": list(toks.ids), "t": list(toks.texts),
+        "sp": [i for i, s in enumerate(toks.special or []) if s], "k": list(toks.kinds), "lp": lps[:n],
+        "top": dict(lp.top) if lp.top else {}, "alt": {str(k): v for k, v in (lp.alt or {}).items()},
+        "oov": list(toks.oov or []), "low": view.low, "tail": max(0, int(view.context_tail)),
+        "page": max(1000, int(view.page_tokens)), "focus": list(view.focus) if view.focus else None,
+        "mode": view.mode if view.mode in modes else "mask", "modes": modes, "note": view.note, "link": view.link,
     }
     if delta:
         payload["delta"] = delta
@@ -103,19 +93,19 @@ def trainer_rows(rows: Any) -> list[tuple[str, Any]]:
     return out
 
 
-def row_view_payload(row: Any, table: Any = None, *, turn: int | None = None, label: str = "", low: float = LOW_LOGPROB,
-                     context_tail: int = 512, page_tokens: int = 50000) -> str:
+def row_view_payload(row: Any, table: Any = None, *, turn: int | None = None, label: str = "",
+                     view: ViewOptions = ViewOptions()) -> str:
     """One trainer row (a :class:`viewer.drift.TrainingRow`) as a token view: mask 1 = trained.
 
-    Prompt tails are context (0); outputs with mask 1 are trained (1), outputs with mask 0
-    are output without gradient (2). ``prompt_len`` is where ``turn``'s output starts (else the
+    Prompt tails are context; outputs with mask 1 are trained, outputs with mask 0 are output
+    without gradient (:class:`Kind`). ``prompt_len`` is where ``turn``'s output starts (else the
     first output), so the view opens on it. Logprobs are the row's old_log_probs on mask-1 tokens.
     """
-    kinds = [0] * len(row.input_ids)
+    kinds = [Kind.CONTEXT.value] * len(row.input_ids)
     for s in row.spans:
         if s.part == "output":
             for i in range(s.start, s.end):
-                kinds[i] = 1 if row.completion_mask[i] else 2
+                kinds[i] = Kind.TRAINED.value if row.completion_mask[i] else Kind.UNTRAINED.value
     outs = [s for s in row.spans if s.part == "output"]
     mark = next((s for s in outs if s.turn == turn), outs[0] if outs else None)
     p = mark.start if mark is not None else len(row.input_ids)
@@ -125,7 +115,8 @@ def row_view_payload(row: Any, table: Any = None, *, turn: int | None = None, la
     else:
         texts, special, oov, exact = [f"⟨{i}⟩" for i in row.input_ids], None, [], False
     lps = [lp if m else None for lp, m in zip(row.old_log_probs, row.completion_mask)]
-    return token_payload(row.input_ids, texts, kinds, special=special, logprobs=lps, prompt_len=p,
-                         turn=mark.turn if mark is not None else (turn or 0), trained=row.trained_tokens > 0,
-                         prompt_source="trainer row", output_source=label or "trainer row", exact=exact,
-                         oov=oov, low=low, context_tail=context_tail, page_tokens=page_tokens)
+    return token_payload(TokenView(
+        Tokens(row.input_ids, texts, kinds, special=special, oov=oov, exact=exact),
+        TurnInfo(mark.turn if mark is not None else (turn or 0), p, trained=row.trained_tokens > 0,
+                 prompt_source="trainer row", output_source=label or "trainer row"),
+        Logprobs(lps), view))

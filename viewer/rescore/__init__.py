@@ -19,7 +19,7 @@ from viewer.config import Settings
 from viewer.rescore.model import TORCH_HINT, RescoreCancelled, TorchMissing, torch_available
 from viewer.rescore.values import RescoreResult, TurnDelta, assemble, context_of, targets
 from viewer.rollout import Rollout
-from viewer.sources.layout import SUMMARY
+from viewer.layout import SUMMARY
 
 __all__ = ["rescore", "sampler_temperature", "RescoreResult", "TurnDelta", "TorchMissing", "TORCH_HINT",
            "torch_available", "targets", "context_of"]

@@ -75,7 +75,7 @@ def resolve_model(name: str, settings: Settings | None = None) -> str:
 
     name = (name or "").strip()
     if not name:
-        raise ValueError("no model given: name tiny-qwen3, smollm2, a model folder or a Hub name")
+        raise ValueError(f"no model given: name {', '.join(MODELS)}, a model folder or a Hub name")
     if name in MODELS:
         settings = settings or Settings()
         python = settings.capture_vllm_python or str(REPO_ROOT / ".venv-vllm" / "bin" / "python")

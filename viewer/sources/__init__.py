@@ -22,7 +22,7 @@ from typing import Any, Callable
 from viewer.budgets import BudgetExceeded
 from viewer.config import Settings
 from viewer.rollout import Problem, Rollout
-from viewer.sources.layout import RECORD_NAMES
+from viewer.layout import RECORD_NAMES
 
 __all__ = ["SourceError", "SourceNotFound", "load_source", "open_dataset", "DatasetSource"]
 
@@ -75,6 +75,12 @@ def _capture_like(first: Any) -> bool:
     return False
 
 
+def _dedupe_key(value: dict[str, Any], key: str, row: int) -> Any:
+    """The row's dedupe key; a missing or unhashable one (a list or dict in an odd export) keys the row alone."""
+    k = value.get(key)
+    return k if isinstance(k, (str, int, float)) else f"#row{row}"
+
+
 @dataclass
 class DatasetSource:
     """An opened dataset: either a capture (``capture`` path) or rows (``dataset``) in one format."""
@@ -108,7 +114,7 @@ class DatasetSource:
                                                          lim.public)))
                 if not isinstance(v, dict):
                     continue
-                k = v.get(key, f"#row{r}")
+                k = _dedupe_key(v, key, r)
                 b = v.get(ver)
                 bn = version_key(b)
                 if k not in best:
@@ -176,9 +182,11 @@ class DatasetSource:
                             limits=self.settings.limits())
         except BudgetExceeded as e:
             raise SourceError(f"{self.label}: row {chosen}: {e}") from None
-        ro.meta.update(dataset=self.label, row=chosen, alternatives=self.alternatives)
+        note = None
         if row is None and (self.dataset.known_rows() or 0) > 1:
-            ro.meta["row_note"] = f"row {chosen} of a dataset of many rows (choose one with --row)"
+            note = f"row {chosen} of a dataset of many rows (choose one with --row)"
+        ro.origin = ro.origin.replace(dataset=self.label, row=chosen, alternatives=tuple(self.alternatives),
+                                      row_note=note)
         if self.format.dedupe is not None:
             self._dedupe_note(ro, value, chosen)
         return ro
@@ -186,7 +194,7 @@ class DatasetSource:
     def _dedupe_note(self, ro: Rollout, value: dict[str, Any], row: int) -> None:
         key, ver = self.format.dedupe
         state = self.versions()
-        k = value.get(key)
+        k = _dedupe_key(value, key, row)
         rows = state["every"].get(k, [])
         if len(rows) < 2:
             return
@@ -210,9 +218,10 @@ def _choose_format(label: str, columns: list[str], first: Any, fmt: str | None):
             return get_format(fmt), []
         except KeyError as e:
             raise SourceError(str(e.args[0])) from None
-    found = detect_formats(cols, first if isinstance(first, dict) else None)
+    failed: list[str] = []
+    found = detect_formats(cols, first if isinstance(first, dict) else None, failed)
     if not found:
-        raise SourceError(unknown_format_message(label, cols))
+        raise SourceError(unknown_format_message(label, cols, failed))
     return found[0], [f.name for f in found[1:]]
 
 
@@ -341,6 +350,6 @@ def load_source(path: str | Path, settings: Settings | None = None, *, split: st
         except OSError as e:
             raise SourceError(f"{text}: {e.strerror or e}") from None
         if text.startswith("hf://"):
-            ro.meta["fetched_to"] = str(src.capture)
+            ro.origin = ro.origin.replace(fetched_to=str(src.capture))
         return ro
     return src.rollout(row)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from viewer.rollout import Problem, Turn
+from viewer.rollout import Problem, RolloutOrigin, Turn, TurnOrigin
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_json
@@ -122,7 +122,7 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
         lps = check_logprobs([e.get("logprob") if isinstance(e, dict) else None for e in entries] or None)
         if lps.value and len(lps.value) == len(ids.value):
             t.logprobs = lps.value
-        t.meta.update({"mask_source": "derived", "kind_source": "record", "message_index": len(messages) - 1})
+        t.origin = TurnOrigin(mask_source="derived", kind_source="record", message_index=len(messages) - 1)
         exact = [None] * (n_asst - 1) + [t]
     task = {k: row[k] for k in ("task_id", "run_id", "turn", "request_id", "provider", "upstream_url", "label",
                                 "served_model", "served_by") if row.get(k) is not None} or None
@@ -131,7 +131,7 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
                  None)
     conv = Conversation(messages=messages, tools=tools, model=model, task=task, instruction=instr,
                         summary=summary or None, problems=problems, exact_turns=exact,
-                        meta={"this_call_turn": n_asst - 1})
+                        origin=RolloutOrigin(this_call_turn=n_asst - 1))
     ctk = body.get("chat_template_kwargs")
     conv.chat_template_kwargs = ctk if isinstance(ctk, dict) else None
     return conv

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from viewer.rollout import Problem, Turn
+from viewer.rollout import Problem, Turn, TurnOrigin
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_json, text_of
@@ -94,7 +94,7 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
             elif lc.value or lc.error:
                 problems.append(Problem(ref.label, ref.where(f".steps[{i}].metrics.logprobs"),
                                         lc.error or f"{len(lc.value or [])} logprobs for {len(oc.value)} ids; ignored"))
-            t.meta.update({"mask_source": "derived", "kind_source": "record", "message_index": at, "step": i})
+            t.origin = TurnOrigin(mask_source="derived", kind_source="record", message_index=at, step=i)
             any_exact = True
         exact.append(t)
         obs = s.get("observation") if isinstance(s.get("observation"), dict) else {}

@@ -23,13 +23,13 @@ from viewer.config import Settings
 from viewer.rollout import Problem, Rollout, Turn
 from viewer.sources.jsonio import gc_paused
 from viewer.sources.jsonstream import RecordStream, open_records
-from viewer.sources.layout import TRACE_NAMES, TURNS_NAMES
+from viewer.layout import TRACE_NAMES, TURNS_NAMES
 from viewer.sources.proxyrecord import Ctx, turn_from_record
 from viewer.sources.sidefiles import (model_of, read_held_out, read_rollout_result, read_summary, read_task,
                                       read_visible_tests)
 from viewer.sources.turnsfile import merge_turns_file
 from viewer.turns import classify_calls, derive_training
-from viewer.sources.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
+from viewer.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
 
 __all__ = ["TRACE_NAMES", "TURNS_NAMES", "CaptureFiles", "find_capture_files", "read_capture",
            "is_turns_record", "CaptureUnreadable"]
@@ -156,8 +156,8 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
     if files.summary:
         read_summary(files.summary, ro, ctx, max_mb)
     ro.problems = ctx.problems
-    ro.meta["files"] = [p.name for p in (files.trace, files.turns, files.task, files.visible_tests,
-                                         files.held_out_tests, files.summary) if p is not None]
+    read = (files.trace, files.turns, files.task, files.visible_tests, files.held_out_tests, files.summary)
+    ro.origin = ro.origin.replace(files=tuple(p.name for p in read if p is not None))
     return ro
 
 

@@ -39,11 +39,11 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     if t is None:
         raise ref.error("", "not a capture-contract record")
     t.kind, t.role, t.index = "agent", "main", 0
-    if not t.meta.get("mask_source"):
+    if not t.origin.mask_source:
         t.mask, t.trained = [1] * len(t.output_ids), bool(t.output_ids)
-        t.meta["mask_source"] = "derived"
+        t.origin = t.origin.replace(mask_source="derived")
     meta = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-    return Conversation(messages=t.messages, tools=t.tools, model=t.meta.get("model"), exact_turns=[t],
+    return Conversation(messages=t.messages, tools=t.tools, model=t.origin.model, exact_turns=[t],
                         problems=problems, task={k: meta[k] for k in ("node_id", "index", "harness_session_id")
                                                  if k in meta} or None)
 

@@ -15,7 +15,7 @@ Turns are labelled ``prompt_source="rerender"`` / ``output_source="derived"``.
 A second check compares each turn with the next one: the ids the model "saw" for its
 own reply (prompt_k + target_k) should be a prefix of prompt_{k+1}. Templates that
 rewrite history (Qwen3 drops ``<think>`` blocks of earlier turns) break this; the first
-differing position is kept in ``turn.meta["derived"]`` and reported as a warning.
+differing position is kept in ``turn.origin.derived`` and reported as a warning.
 
 Rows that do carry ids build :class:`~viewer.rollout.Turn` values themselves and only use
 :class:`Conversation` to carry them (``exact_turns``).
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from viewer.budgets import BudgetExceeded
+from viewer.origin import DerivedCheck, RenderDiff, RolloutOrigin, TurnOrigin
 from viewer.rollout import Problem, Rollout, Turn
 
 __all__ = ["Conversation", "derive_turns", "to_rollout", "template_message", "end_token_ids",
@@ -47,7 +48,7 @@ class Conversation:
     summary: dict[str, Any] | None = None
     exact_turns: list[Turn] | None = None  # rows with real ids: used as-is (labelled engine)
     problems: list[Problem] = field(default_factory=list)
-    meta: dict[str, Any] = field(default_factory=dict)
+    origin: RolloutOrigin = RolloutOrigin()  # what the row says of itself (session, batch, ...)
     chat_template_kwargs: dict[str, Any] | None = None
 
 
@@ -71,7 +72,7 @@ def end_token_ids(tok) -> set[int]:
     for name in END_OF_TURN:
         try:
             i = tok.convert_tokens_to_ids(name)
-        except Exception:
+        except (KeyError, TypeError, ValueError):  # a vocabulary without this name: not an end token here
             i = None
         if isinstance(i, int) and i >= 0 and i != getattr(tok, "unk_token_id", None):
             ids.add(i)
@@ -116,9 +117,8 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
             continue
         k = len(turns)
         t = Turn(index=k, call=k + 1, kind="agent", role="main", trained=True, messages=msgs[:i],
-                 tools=list(tools or []), response=m)
-        t.meta.update({"mask_source": "derived", "kind_source": "record", "message_index": i})
-        info: dict[str, Any] = {}
+                 tools=list(tools or []), response=m,
+                 origin=TurnOrigin(mask_source="derived", kind_source="record", message_index=i))
         try:
             prompt = render_prompt_ids(tok, msgs[:i], tools=tools or None, chat_template_kwargs=chat_template_kwargs,
                                        add_generation_prompt=True, limits=limits)
@@ -130,16 +130,16 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
         except Exception as e:  # a template that cannot render this conversation
             t.error = f"chat template failed: {type(e).__name__}: {e}"
             t.trained = False
-            t.meta["rerender_error"] = t.error
+            t.origin = t.origin.replace(rerender_error=t.error)
             problems.append(Problem(label, f"turn {k} (message {i})", t.error))
             turns.append(t)
             continue
         if limits is not None:
             limits.check("turn_tokens", len(full), f"{label}: turn {k} (message {i})")
         common = _common_prefix(prompt, full)
-        info["prompt_is_prefix"] = common == len(prompt)
+        check = DerivedCheck(prompt_is_prefix=common == len(prompt))
         if common < len(prompt):
-            info["prefix_break"] = common
+            check = check.replace(prefix_break=common)
             problems.append(Problem(label, f"turn {k} (message {i})",
                                     f"the prompt's ids are not a prefix of prompt+reply (they differ at position "
                                     f"{common} of {len(prompt)}): this template renders the generation prompt "
@@ -149,33 +149,34 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
         t.output_source = "derived"
         t.mask = [1] * len(t.output_ids)
         t.trained = bool(t.output_ids)
-        t.meta["derived"] = info
+        t.origin = t.origin.replace(derived=check)
         turns.append(t)
     # Turn-to-turn: does the next prompt contain this turn exactly as it was generated?
     for a, b in zip(turns, turns[1:]):
-        if a.error or b.error:
+        if a.error or b.error or a.origin.derived is None:  # (every turn rendered above has its check)
             continue
         seen = list(a.prompt_ids) + list(a.output_ids)
         c = _common_prefix(seen, b.prompt_ids)
-        info = a.meta.setdefault("derived", {})
-        info["next_prompt_extends"] = c == len(seen)
+        check = a.origin.derived.replace(next_prompt_extends=c == len(seen))
         if c < len(seen):
             where = "prompt" if c < len(a.prompt_ids) else "reply"
             pos = c if where == "prompt" else c - len(a.prompt_ids)
-            info["later_render_differs_at"] = {"part": where, "position": pos}
+            diff = RenderDiff(part=where, position=pos)
             why = ""
             try:
                 was = tok.decode(seen[c:c + 12])
                 now = tok.decode(b.prompt_ids[c:c + 12])
-                info["later_render_differs_at"].update(generated=was, later=now)
+                diff = diff.replace(generated=was, later=now)
                 if "<think>" in was and "<think>" not in now:
                     why = " (the template drops <think> blocks of earlier turns)"
-            except Exception:
-                pass
+            except (OverflowError, TypeError, ValueError, IndexError):  # ids it cannot decode: the
+                pass  # warning below still names the part and position, just without the two texts
+            check = check.replace(later_render_differs_at=diff)
             problems.append(Problem(label, f"turn {a.index}",
                                     f"renders differently inside turn {b.index}'s prompt from {where} position {pos}"
                                     f"{why}: what later turns were conditioned on is not what this turn generated",
                                     "warning"))
+        a.origin = a.origin.replace(derived=check)
     return turns, problems
 
 
@@ -202,9 +203,12 @@ def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokeniz
     ro = Rollout(source=source, format=fmt, model=conv.model, task=conv.task, instruction=conv.instruction,
                  summary=conv.summary, reward=conv.reward)
     ro.problems = list(conv.problems)
-    ro.meta.update(conv.meta)
-    if conv.agent:
-        ro.meta["agent"] = conv.agent
+    ro.origin = conv.origin
+    if isinstance(conv.agent, str) and conv.agent:
+        ro.origin = ro.origin.replace(agent=conv.agent)
+    elif conv.agent:  # a row's own value: say what is wrong with it, and show the rest
+        ro.problems.append(Problem(label, "agent", f"expected the agent's name, got {type(conv.agent).__name__}; "
+                                                   "not shown", "warning"))
     exact = conv.exact_turns
     if limits is not None and exact:
         limits.check("turns", len(exact), f"{label}: turns")
@@ -213,27 +217,24 @@ def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokeniz
                 limits.check("turn_tokens", len(t.prompt_ids) + len(t.output_ids), f"{label}: turn {k}")
     if exact is not None and exact and all(t is not None for t in exact):
         ro.turns = list(exact)  # type: ignore[arg-type]
-        ro.meta["token_view"] = "exact"
+        ro.origin = ro.origin.replace(token_view="exact")
     else:
         choice = choose_tokenizer(conv.model, tokenizer_override)
-        ro.meta["tokenizer"] = choice.name
-        ro.meta["tokenizer_note"] = choice.message
+        ro.origin = ro.origin.replace(tokenizer=choice.name, tokenizer_note=choice.message)
         if choice.tokenizer is None:
             ro.problems.append(Problem(label, "", f"no tokenizer to derive a token view: {choice.message}"))
-            ro.meta["token_view"] = "none"
+            ro.origin = ro.origin.replace(token_view="none")
             return ro
         turns, probs = derive_turns(conv.messages, conv.tools, choice.tokenizer, label=label,
                                     chat_template_kwargs=conv.chat_template_kwargs, limits=limits)
         ro.problems.extend(probs)
-        ro.meta["token_view"] = "derived"
         # exact turns (aligned with the assistant messages; None = derive) replace derived ones
         n_exact = 0
         for k, t in enumerate(exact or []):
             if t is not None and k < len(turns):
                 turns[k] = t
                 n_exact += 1
-        if n_exact:
-            ro.meta["token_view"] = "mixed"
+        ro.origin = ro.origin.replace(token_view="mixed" if n_exact else "derived")
         ro.turns = turns
         if not turns:
             ro.problems.append(Problem(label, "", "no assistant message in this conversation: nothing to show "

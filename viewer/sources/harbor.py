@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from viewer.rollout import Problem, Turn
+from viewer.rollout import Problem, Turn, TurnOrigin
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, conversation_size, text_of
@@ -101,8 +101,7 @@ def _literal_turns(row, msgs, tools, ref: RowRef, problems) -> list[Turn | None]
             else:
                 t.logprobs = lc.value
         t.mask = [1] * len(t.output_ids)
-        t.meta.update({"mask_source": "derived", "kind_source": "record", "message_index": i,
-                       "literal_step": k})
+        t.origin = TurnOrigin(mask_source="derived", kind_source="record", message_index=i, literal_step=k)
         out.append(t)
     return out
 

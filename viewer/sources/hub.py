@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from viewer.sources.layout import CAPTURE_FILES, RECORD_NAMES
+from viewer.layout import CAPTURE_FILES, RECORD_NAMES
 from viewer.sources.rowdata import DataFile, data_kind
 
 __all__ = ["HubSpec", "parse_hf", "use_filesystem", "use_factory", "read_token", "reader_tag", "hub_filesystem",
@@ -93,7 +93,9 @@ def use_factory(factory: Callable[..., Any]) -> Iterator[None]:
 
 
 def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    from viewer.config import env_flag
+
+    return env_flag("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE"))
 
 
 def read_token(settings=None, visitor_token: str | None = None) -> str | bool | None:
@@ -141,9 +143,9 @@ def hub_filesystem(visitor_token: str | None = None, settings=None, *, token: st
 
         # a visitor's token is not kept in fsspec's instance cache after the read is done
         fs = HfFileSystem(token=token, skip_instance_cache=isinstance(token, str))
-    from viewer.budgets import limits
+    from viewer.config import Settings
 
-    return BudgetedFS(fs, limits(None if settings is None else settings.public_mode()), reader_tag(token))
+    return BudgetedFS(fs, (settings or Settings.from_env()).limits(), reader_tag(token))
 
 
 class BudgetedFS:

@@ -14,6 +14,7 @@ start so a restart does not leak them. Pure Python: no gradio.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -21,7 +22,10 @@ import threading
 import time
 from pathlib import Path
 
-from viewer.budgets import Limits, limits
+from viewer.budgets import Limits
+from viewer.config import Settings
+
+_LOG = logging.getLogger(__name__)
 
 __all__ = ["Keep", "KEEP", "folder_bytes"]
 
@@ -98,7 +102,7 @@ class Keep:
     def sweep(self, lim: Limits | None = None, now: float | None = None, *, extra_bytes: int = 0) -> list[Path]:
         """Delete folders unused for ``disk_ttl_s``, then the oldest until all of them (plus
         ``extra_bytes`` about to be written) fit in ``disk_mb``. Returns what was deleted."""
-        lim = lim or limits()
+        lim = lim or Settings.from_env().limits()
         now = time.time() if now is None else now
         with self._lock:
             items = sorted(self._items.items(), key=lambda kv: kv[1][1])  # oldest use first
@@ -151,8 +155,8 @@ class Keep:
         while not self._stop.wait(interval_s):
             try:
                 self.sweep()
-            except Exception:  # a sweep must never end the thread: the next one tries again
-                pass
+            except Exception as e:  # a sweep must never end the thread: the next one tries again
+                _LOG.warning("disk sweep failed (next one in %.0f s): %s: %s", interval_s, type(e).__name__, e)
 
 
 KEEP = Keep()

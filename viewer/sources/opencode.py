@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from viewer.rollout import Problem
+from viewer.rollout import Problem, RolloutOrigin
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_json
 
@@ -117,12 +117,19 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     problems.append(Problem(ref.label, "", "opencode exports hold neither the system prompt nor the tool "
                                            "definitions: derived prompts lack them", "warning"))
     task = {k: info[k] for k in ("id", "title", "slug", "directory", "version") if k in info} or None
-    meta = {k: row[k] for k in ("session_id", "batch_id", "exported_at") if row.get(k) is not None}
-    if isinstance(row.get("metadata"), dict):
-        meta["metadata"] = row["metadata"]
+    # the export's own names for this row, kept when typed as the exporter writes them
+    kept: dict[str, Any] = {}
+    for k, typ in (("session_id", str), ("batch_id", int), ("exported_at", str)):
+        v = row.get(k)
+        if type(v) is typ:
+            kept[k] = v
+        elif v is not None:
+            problems.append(Problem(ref.label, ref.where(f".{k}"), f"expected {typ.__name__}, got "
+                                                                   f"{type(v).__name__}; not kept", "warning"))
+    origin = RolloutOrigin(**kept)
     instr = next((m["content"] for m in chat if m["role"] == "user"), None)
     return Conversation(messages=chat, model=model, agent=row.get("agent") or "opencode", task=task,
-                        instruction=instr, problems=problems, meta=meta)
+                        instruction=instr, problems=problems, origin=origin)
 
 
 def summarize(row: dict[str, Any]) -> dict[str, Any]:

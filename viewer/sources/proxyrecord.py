@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from viewer.rollout import Problem, Turn
+from viewer.rollout import Problem, Turn, TurnOrigin
 from viewer.sources.columns import Checked, check_ids, check_logprobs, check_mask, ids_from_token_strings
 from viewer.sources.logprob_entries import bytes_column, topk_column
 from viewer.turns import kind_from_label
@@ -62,15 +62,10 @@ def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
     if "reasoning" not in message and isinstance(message.get("reasoning_content"), str):
         message = {**message, "reasoning": message["reasoning_content"]}  # older vLLM name
     meta = _as_dict(rec.get("metadata"))
+    model = next((m for m in (request.get("model"), response.get("model"), meta.get("model"))
+                  if isinstance(m, str) and m), None)
     t = Turn(index=i, call=call, messages=_as_list(request.get("messages")), tools=_as_list(request.get("tools")),
-             request=request, response=message)
-    t.meta["record"] = i
-    t.meta["file"] = rf.label
-    t.meta["model"] = request.get("model") or response.get("model") or meta.get("model")
-    if response:
-        t.meta["response_info"] = {k: response[k] for k in ("id", "model", "usage", "created") if k in response}
-    if meta:
-        t.meta["metadata"] = meta
+             request=request, response=message, origin=TurnOrigin(file=rf.label, record=i, model=model))
     fr = rec.get("finish_reason") or choice.get("finish_reason")
     t.finish_reason = fr if isinstance(fr, str) else None
     for k, attr in (("latency_s", "latency_s"), ("timestamp", "timestamp")):
@@ -133,7 +128,7 @@ def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
         chk = check_logprobs(rec.get("per_token_logps"))
         note(ctx, rf, i, ".per_token_logps", chk)
         lps = chk.value
-        t.meta["logprobs_from"] = "per_token_logps"
+        t.origin = t.origin.replace(logprobs_from="per_token_logps")
     if not lps and entries:
         try:
             raw = [e["logprob"] for e in entries]
@@ -142,7 +137,7 @@ def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
         chk = check_logprobs(raw)
         note(ctx, rf, i, ".logprobs[].logprob", chk)
         lps = chk.value
-        t.meta["logprobs_from"] = "logprobs"
+        t.origin = t.origin.replace(logprobs_from="logprobs")
     t.logprobs = lps or []
 
     # Prompt ids: the engine's, when the record carries them.
@@ -159,7 +154,7 @@ def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
     mval, mpath = (rec.get("loss_mask"), ".loss_mask") if "loss_mask" in rec else (rec.get("mask"), ".mask")
     if mval is not None:
         set_mask(t, mval, rf, i, mpath, ctx)
-        if type(rec.get("trained")) is bool and t.meta.get("mask_source"):
+        if type(rec.get("trained")) is bool and t.origin.mask_source:
             t.trained = rec["trained"]
     align(t, entries, f"call {call}", rf, i, ctx)
     if n_out and len(t.output_ids) < n_out and t.mask:
@@ -174,8 +169,7 @@ def _kind_from_record(rec: dict[str, Any], meta: dict[str, Any], t: Turn) -> Non
         label = {"agent": "main", "auxiliary": "other"}.get(role or "", None)
     if isinstance(label, str) and label:
         t.kind, t.role = kind_from_label(label)  # type: ignore[assignment]
-        t.meta["kind_source"] = "record"
-        t.meta["kind_label"] = label
+        t.origin = t.origin.replace(kind_source="record", kind_label=label)
 
 
 def _error_from_record(rec: dict[str, Any], response: dict[str, Any], choices: Any, t: Turn) -> None:
@@ -221,7 +215,7 @@ def set_mask(t: Turn, value: Any, rf: Any, i: int, path: str, ctx: Ctx) -> None:
         ctx.add(file, rf.where(i, path), f"call {t.call}: mask has {len(mask)} entries, expected {want}; mask ignored")
         return
     t.trained = any(t.mask)
-    t.meta["mask_source"] = "record"
+    t.origin = t.origin.replace(mask_source="record")
 
 
 def align(t: Turn, entries: list[Any] | None, who: str, rf: Any, i: int, ctx: Ctx) -> None:

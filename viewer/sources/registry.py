@@ -52,20 +52,28 @@ def get_format(name: str) -> RowFormat:
     raise KeyError(f"unknown format {name!r}; known: {', '.join(f.name for f in all_formats())}")
 
 
-def detect_formats(columns: set[str], first: dict[str, Any] | None) -> list[RowFormat]:
+def detect_formats(columns: set[str], first: dict[str, Any] | None,
+                   failed: list[str] | None = None) -> list[RowFormat]:
+    """The formats whose detector accepts these fields, in order. A detector that raises (a plug-in's
+    bug) is skipped, never taking the dispatcher down; it is logged and, with ``failed`` given,
+    named there (``"NAME: Error: message"``) so "unknown format" can say why."""
     out = []
     for f in all_formats():
         try:
             if f.detect(columns, first):
                 out.append(f)
-        except Exception:  # a detector must never take the dispatcher down
-            continue
+        except Exception as e:  # anything a plug-in's code raises: reported, not swallowed
+            why = f"{f.name}: {type(e).__name__}: {e}"[:300]
+            log.warning("row format detector failed: %s", why)
+            if failed is not None:
+                failed.append(why)
     return out
 
 
-def unknown_format_message(label: str, columns: set[str] | list[str]) -> str:
+def unknown_format_message(label: str, columns: set[str] | list[str], failed: list[str] = ()) -> str:
     cols = sorted(columns)
     shown = ", ".join(cols[:30]) + (f", … ({len(cols)} in all)" if len(cols) > 30 else "")
     known = "; ".join(f"{f.name} ({f.title})" for f in all_formats())
+    broken = f" Detectors that failed on these rows: {'; '.join(failed)}." if failed else ""
     return (f"{label}: unknown format; fields found: {shown or '(none)'}. "
-            f"Known row formats: {known}; plus capture folders / trace.json / turns.json.")
+            f"Known row formats: {known}; plus capture folders / trace.json / turns.json.{broken}")

@@ -88,7 +88,7 @@ class RowDataset:
         self._lock = threading.RLock()
         self._pq: dict[str, Any] = {}
         self._group_cache: tuple[Any, Any] | None = None
-        self.meta: dict[str, Any] = {}  # e.g. parquet key-value metadata of the first file
+        self.parquet_kv: dict[str, str] | None = None  # the key-value metadata of the first parquet file
 
     # ---------------------------------------------------------------- bookkeeping
     @property
@@ -104,7 +104,7 @@ class RowDataset:
         for pf in pqs:
             try:
                 pf.close()
-            except Exception:  # closing is best effort: the file may be gone
+            except OSError:  # closing is best effort: the file may be gone
                 pass
 
     def _say(self, msg: str) -> None:
@@ -132,9 +132,9 @@ class RowDataset:
             f.num_rows = md.num_rows
             f.columns = list(pf.schema_arrow.names)
             kv = pf.schema_arrow.metadata or {}
-            if kv and not self.meta.get("parquet_kv"):
-                self.meta["parquet_kv"] = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
-                                           for k, v in kv.items() if k != b"ARROW:schema"}
+            if kv and not self.parquet_kv:
+                self.parquet_kv = {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
+                                   for k, v in kv.items() if k != b"ARROW:schema"}
             self._pq[f.path] = pf
         return pf
 

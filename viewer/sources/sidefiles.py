@@ -22,8 +22,8 @@ REWARD_KEYS = ("reward", "verifier_fraction", "score", "pass_rate", "fraction_pa
 def model_of(turns: list[Turn]) -> str | None:
     for want_agent in (True, False):
         for t in turns:
-            m = t.meta.get("model")
-            if isinstance(m, str) and m and (t.kind == "agent") == want_agent:
+            m = t.origin.model
+            if m and (t.kind == "agent") == want_agent:
                 return m
     return None
 

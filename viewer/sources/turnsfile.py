@@ -7,10 +7,11 @@ equality, else order among agent calls (docs/FORMATS.md §2). The entries are re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Literal
 
+from viewer.origin import MatchedBy
 from viewer.packed import TopKColumn
-from viewer.rollout import Turn
+from viewer.rollout import Turn, TurnOrigin
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.proxyrecord import Ctx, align, first_diff, note, set_mask
 
@@ -23,7 +24,7 @@ class _Entry:
 
     index: int
     call: int | None
-    key: str | None
+    key: Literal["call", "turn"] | None
     prompt_ids: list[int] | None
     prompt_source: str
     output_ids: list[int] | None
@@ -75,41 +76,41 @@ def merge_turns_file(turns: list[Turn], records: Iterable[Any], rf: Any, ctx: Ct
         if e is None:
             continue
         target: Turn | None = None
-        how = ""
+        by: MatchedBy | None = None
         if has_trace:
             if e.call is not None:
-                target, how = by_call.get(e.call), f"{e.key} {e.call}"
+                target, by = by_call.get(e.call), e.key
                 if target is None:
                     ctx.add(rf.label, rf.where(j), f"{e.key} {e.call} has no trace record; kept as its own turn")
             else:
                 if by_ids is None:
                     by_ids = {tuple(t.output_ids): t for t in reversed(turns) if t.output_ids}
                 if e.output_ids:
-                    target, how = by_ids.get(tuple(e.output_ids)), "output ids"
+                    target, by = by_ids.get(tuple(e.output_ids)), "output ids"
                 if target is None and j < len(agents):
-                    target, how = agents[j], "order"
+                    target, by = agents[j], "order"
+        how = f"{by} {e.call}" if by in ("call", "turn") else (by or "")
         if target is not None and id(target) in used:
             ctx.add(rf.label, rf.where(j), f"matches trace call {target.call} ({how}) which an earlier entry "
                                            "already matched; kept as its own turn")
             target = None
         if target is None:
             call = e.call if e.call is not None else j + 1
-            target = Turn(index=0, call=call)
-            target.meta.update(kind_source="turns_file", file=rf.label)
+            target = Turn(index=0, call=call, origin=TurnOrigin(kind_source="turns_file", file=rf.label))
             extra.append(target)
         else:
             used.add(id(target))
-            target.meta["matched_by"] = how
+            target.origin = target.origin.replace(matched_by=by)
         _apply_entry(target, e, rf, ctx, how)
     for t in turns:
-        if id(t) not in used and t.kind == "agent" and not t.meta.get("mask_source"):
+        if id(t) not in used and t.kind == "agent" and not t.origin.mask_source:
             t.trained, t.mask = False, [0] * len(t.output_ids)
-            t.meta["mask_source"] = "absent_from_turns_file"
+            t.origin = t.origin.replace(mask_source="absent_from_turns_file")
     return turns + extra
 
 
 def _apply_entry(t: Turn, e: _Entry, rf: Any, ctx: Ctx, how: str) -> None:
-    t.meta["turns_entry"] = e.index
+    t.origin = t.origin.replace(turns_entry=e.index)
     if e.output_ids is not None:
         if t.output_ids and e.output_ids != t.output_ids:
             ctx.add(rf.label, rf.where(e.index), f"output ids disagree with trace call {t.call} (matched by {how}): "
@@ -127,13 +128,13 @@ def _apply_entry(t: Turn, e: _Entry, rf: Any, ctx: Ctx, how: str) -> None:
         t.logprobs = []
     if e.mask is not None:
         set_mask(t, e.mask, rf, e.index, ".mask", ctx)
-        if t.meta.get("mask_source") == "record":
-            t.meta["mask_source"] = "turns_file"
+        if t.origin.mask_source == "record":
+            t.origin = t.origin.replace(mask_source="turns_file")
     if e.trained is not None:
         t.trained = e.trained
-        if not t.meta.get("mask_source"):  # trained flag without a mask: mask follows it
+        if not t.origin.mask_source:  # trained flag without a mask: mask follows it
             t.mask = [1 if e.trained else 0] * len(t.output_ids)
-            t.meta["mask_source"] = "turns_file"
+            t.origin = t.origin.replace(mask_source="turns_file")
     align(t, None, f"call {t.call}", rf, e.index, ctx)
     if len(t.mask) > len(t.output_ids):
         t.mask = t.mask[:len(t.output_ids)]

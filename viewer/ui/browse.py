@@ -63,9 +63,8 @@ class BrowseHandlers(Handlers):
             link = urlencode({"source": spec, "turn": index}) if spec else ""
         n = len(tv.tokens.ids)  # a rescore of this rollout adds the Δ colour mode (viewer/ui/rescore_panel.py)
         delta = render.turn_delta(rescores.get(op.key), index, tv.tokens.prompt_len, n)
-        payload = render.token_view_payload(tv.turn, tv.tokens, low=settings.low_logprob, delta=delta,
-                                            context_tail=settings.context_tail, focus=focus, mode=mode,
-                                            page_tokens=settings.page_tokens, note=tv.note, link=link)
+        payload = render.token_view_payload(tv.turn, tv.tokens, render.ViewOptions.from_settings(
+            settings, focus=focus, mode=mode, note=tv.note, link=link), delta=delta)
         return payload, render.conversation_html(tv.turn)
 
 

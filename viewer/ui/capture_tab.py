@@ -12,14 +12,15 @@ import gradio as gr
 from gradio.context import Context
 
 from .. import render
+from ..capture.fields import BACKENDS, MODELS, capture_spec
 from ..capture.policy import check_start, is_public
 from ..capture.runner import RUNNER, CaptureBusy
-from ..capture.spec import new_capture_dir
+from ..capture.spec import CaptureSpec, new_capture_dir
 from ..config import Settings
-from ..visitor import MODELS, VisitorError, capture_spec, deep_link, job_id as valid_job_id
-from ..sources.layout import TRACE
+from ..layout import TRACE
+from ..visitor import VisitorError, deep_link, job_id as valid_job_id
 
-__all__ = ["build", "progress_html"]
+__all__ = ["build", "progress_html", "form_spec"]
 
 
 progress_html = render.capture_progress_html
@@ -38,6 +39,16 @@ def install_note(settings: Settings) -> str:
                                   f"{SETUP_SCRIPT}) before a local capture.", "error")
     return render.notice_html(f"Local backend: the first capture installs {what} ({SETUP_SCRIPT}: several "
                               "minutes and a few GB, once) before the agent starts.")
+
+
+def form_spec(settings: Settings, public: bool, token: str, backend_v, model_v, endpoint_v, idx, deep, scr, instr,
+              a_to, mtok, repo_v, pieces_v) -> CaptureSpec:
+    """The form's values as a spec, through the one builder (viewer/capture/fields.py): an emptied box
+    takes the setting, as the box's initial value did; raises VisitorError naming a bad field."""
+    return capture_spec(settings, out="", public=public, token=token, backend=backend_v, model=model_v,
+                        endpoint=endpoint_v, task_source="deepcoder" if deep else "bundled", task_index=idx,
+                        instruction=instr, scripted=bool(scr), agent_timeout_s=a_to, max_output_tokens=mtok,
+                        results_repo=repo_v, spell_tool_call_as_pieces=bool(pieces_v))
 
 
 def build(settings: Settings, store, browse) -> None:
@@ -65,14 +76,14 @@ def build(settings: Settings, store, browse) -> None:
                 gr.HTML(render.notice_html("Sign-in needs the app to run as a Hugging Face Space (hf_oauth); "
                                            "here no capture can be started.", "error"))
         with gr.Row():
-            backend = gr.Dropdown(["local", "endpoint", "hf-jobs"], value="hf-jobs" if public else "local",
+            backend = gr.Dropdown(list(BACKENDS), value="hf-jobs" if public else "local",
                                   label="Backend", elem_id="capture-backend")
             model = gr.Dropdown(list(MODELS), value=settings.capture_model, allow_custom_value=True, label="Model",
                                 elem_id="capture-model")
             endpoint = gr.Textbox(label="Endpoint URL (endpoint backend)", placeholder="http://host:8000",
                                   elem_id="capture-endpoint")
         with gr.Row():
-            task_index = gr.Number(0, precision=0, minimum=0, label="Bundled task index", elem_id="capture-task")
+            task_index = gr.Number(CaptureSpec.task_index, precision=0, minimum=0, label="Bundled task index", elem_id="capture-task")
             deepcoder = gr.Checkbox(False, label="DeepCoder task (online)", elem_id="capture-deepcoder")
             scripted = gr.Checkbox(True, label="Scripted expert (bundled tasks)", elem_id="capture-scripted")
             pieces = gr.Checkbox(False, label="Spell <tool_call> as plain pieces (logit_bias on the special tokens)",
@@ -114,10 +125,8 @@ def build(settings: Settings, store, browse) -> None:
         if not d.allowed:
             return refuse(d.message)
         try:  # every field through the one validator (viewer/visitor.py) before anything acts on it
-            spec = capture_spec(settings, out="", public=public, token=d.token, backend=backend_v, model=model_v,
-                                endpoint=endpoint_v, task_source="deepcoder" if deep else "bundled", task_index=idx,
-                                instruction=instr, scripted=bool(scr), agent_timeout_s=a_to, max_output_tokens=mtok,
-                                results_repo=repo_v, spell_tool_call_as_pieces=bool(pieces_v))
+            spec = form_spec(settings, public, d.token, backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to,
+                             mtok, repo_v, pieces_v)
         except VisitorError as e:
             return refuse(f"Not started: {e}.")
         spec.out = str(new_capture_dir(settings.capture_out_root))  # unique, created exclusively

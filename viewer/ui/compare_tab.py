@@ -63,8 +63,8 @@ def _side(pair: TurnPair, which: str, op, settings: Settings) -> str:
     note = f"{'A' if which == 'a' else 'B'}: {op.rollout.source}"
     if fd is not None and focus is None:
         note += f" · this side ends at {n:,}, where the other goes on"
-    return render.token_view_payload(turn, tt, low=settings.low_logprob, context_tail=settings.context_tail,
-                                     focus=focus, mode="mask", page_tokens=settings.page_tokens, note=note)
+    return render.token_view_payload(turn, tt, render.ViewOptions.from_settings(settings, focus=focus, mode="mask",
+                                                                               note=note))
 
 
 def build(settings: Settings, store: RolloutStore, b: Browse) -> CompareTab:

@@ -94,7 +94,7 @@ def build(settings: Settings, store, browse) -> None:
         if src.is_capture:
             ro = src.rollout()
             s = ro.stats()
-            row = {"row": 0, "agent": ro.meta.get("agent"), "model": ro.model, "task": (ro.instruction or "")[:80],
+            row = {"row": 0, "agent": ro.origin.agent, "model": ro.model, "task": (ro.instruction or "")[:80],
                    "reward": ro.reward, "result": None, "turns": s["turns"],
                    "length": s["prompt_tokens"] + s["output_tokens"], "error": ""}
             return [k, render.dataset_status_html(src.label, "capture", total=1, page=0, pages=1, note=src.note),
@@ -179,16 +179,16 @@ def build(settings: Settings, store, browse) -> None:
             return skip + [render.notice_html(f"Could not open row {row}: {type(e).__name__}: {e}", "error")]
         capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
         n = int(row)
-        op = store.put(ro, capture_dir=capture_dir, tokenizer_override=ro.meta.get("tokenizer") or "",
+        op = store.put(ro, capture_dir=capture_dir,
                        link=dataset_link(src.label, n, settings) if not src.is_capture else "",
                        reload=lambda: src.rollout(n))
-        view = ro.meta.get("token_view", "exact" if src.is_capture else "")
+        view = ro.origin.token_view or ("exact" if src.is_capture else "")
         label = {"derived": "derived token view (re-rendered through a chat template; mask: assistant tokens "
                             "trainable)", "exact": "exact ids from the source", "mixed": "exact ids where the row "
                             "has them, derived elsewhere"}.get(view, "")
         note = f"{ro.source}: {label}" if label else ro.source
-        if ro.meta.get("tokenizer_note"):
-            note += f" · {ro.meta['tokenizer_note']}"
+        if ro.origin.tokenizer_note:
+            note += f" · {ro.origin.tokenizer_note}"
         done = render.notice_html(f"Opened row {int(row)} in the viewer.")
         return list(browse.show_fn(op, None, note)) + [gr.Tabs(selected="tokens"), done]
 

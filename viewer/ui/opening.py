@@ -11,7 +11,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 from ..config import SAMPLE_DIR, Settings
-from ..sources.layout import is_capture_dir
+from ..layout import is_capture_dir
 from .store import Opened, RolloutStore
 
 __all__ = ["list_samples", "sample_label", "sample_choices", "open_spec"]

@@ -23,15 +23,13 @@ from .store import RolloutStore
 __all__ = ["build", "PRESENTER_JS"]
 
 PRESENTER_JS = (Path(__file__).parent / "assets" / "presenter.js").read_text()
-PRESENTER_TEMPLATE = ("<div class='ri-pr' hidden><span class='ri-pr-title'></span><span class='ri-pr-state'></span>"
-                      "<span class='ri-pr-keys'>← → turn · j k token · m colour · d drift · Esc leave</span></div>")
 
 
 def build(settings: Settings, store: RolloutStore, b: Browse):
     """The presenter bar; returns ``(present State, on_load handler, its outputs)``."""
     present = gr.State(False)
-    view = gr.HTML(render.presenter_payload(None, []), html_template=PRESENTER_TEMPLATE, js_on_load=PRESENTER_JS,
-                   elem_id="presenter", apply_default_css=False)
+    view = gr.HTML(render.presenter_payload(None, []), html_template=render.presenter_template(),
+                   js_on_load=PRESENTER_JS, elem_id="presenter", apply_default_css=False)
 
     def marks(on: bool, key: str | None, index) -> str | object:
         if not on:

@@ -16,6 +16,7 @@ import gradio as gr
 import pandas as pd
 
 from .. import plots, render
+from ..capture.models import MODELS as CAPTURE_MODELS
 from ..config import Settings
 from ..drift import MODES, choose_spec
 from . import rescores
@@ -24,7 +25,7 @@ from .browse import wire
 __all__ = ["build", "ROLLOUT_MODEL", "MODELS"]
 
 ROLLOUT_MODEL = "(the rollout's model)"
-MODELS = [ROLLOUT_MODEL, "tiny-qwen3", "smollm2"]
+MODELS = [ROLLOUT_MODEL, *CAPTURE_MODELS]
 AUTO = "auto (what the source supports)"
 _CANCEL: dict[str, threading.Event] = {}
 
@@ -36,9 +37,10 @@ def _model_name(choice: str | None, rollout, public: bool) -> str:
     if name in ("", ROLLOUT_MODEL):
         name = (rollout.model or "").strip()
         if not name:
-            raise ValueError("This rollout records no model name: pick one (tiny-qwen3, smollm2, a folder, a Hub name).")
-    if public and name not in MODELS[1:]:
-        raise ValueError(f"In public mode only {', '.join(MODELS[1:])} can be used for a rescore (got {name!r}).")
+            raise ValueError(f"This rollout records no model name: pick one ({', '.join(CAPTURE_MODELS)}, a folder, "
+                             "a Hub name).")
+    if public and name not in CAPTURE_MODELS:
+        raise ValueError(f"In public mode only {', '.join(CAPTURE_MODELS)} can be used for a rescore (got {name!r}).")
     return name
 
 
@@ -57,13 +59,10 @@ def build(settings: Settings, store, browse) -> None:
 
     with gr.Accordion("Trainer-side logprobs (rescore with the trainer's forward pass)", open=False,
                       elem_id="rescore-panel"):
-        gr.HTML('<div class="ri-note">Runs the model over the exact rows the trainer feeds (Drift tab → trainer rows) '
-                "and compares each trained token's logprob with the sampler's: Δ = trainer − sampler, "
-                "ratio = exp(Δ). The token view then has a <b>delta</b> colour mode; tokens whose context the trainer "
-                "changed (a re-rendered prompt, REALIGN) are underlined, so drift is told apart from numerics.</div>")
+        gr.HTML(render.rescore_note_html())
         with gr.Row(equal_height=True):
             model = gr.Dropdown(MODELS, value=ROLLOUT_MODEL, allow_custom_value=True, elem_id="rescore-model",
-                                label="Model (tiny-qwen3 / smollm2, a folder or a Hub name)", scale=3)
+                                label=f"Model ({' / '.join(CAPTURE_MODELS)}, a folder or a Hub name)", scale=3)
             trainer = gr.Dropdown([AUTO, *MODES], value=AUTO, label="Trainer (whose rows)", elem_id="rescore-trainer",
                                   scale=2)
             run = gr.Button("Rescore", variant="primary", elem_id="rescore-run", scale=1, min_width=90)

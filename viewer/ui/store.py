@@ -14,6 +14,7 @@ silently loses its rollout.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -31,6 +32,7 @@ __all__ = ["Opened", "RolloutStore", "HEAVY_BYTES"]
 
 HEAVY_BYTES = 32 << 20  # a source bigger than this (file, or a folder's files) is a "large" open
 HEAVY_WAIT_S = 10.0
+_LOG = logging.getLogger(__name__)
 
 
 def _size(path: Path) -> int:
@@ -143,15 +145,13 @@ class RolloutStore:
                     tokenizer_override: str = "", path: Path | None = None) -> Opened:
         """A rollout that is not a plain path but is the same for everyone who names it the
         same way (a dataset row: ``ident`` = source, row, file stamp). ``read`` returns the
-        rollout and its capture folder (or None); without an override its ``meta["tokenizer"]``
-        picks the tokenizer."""
+        rollout and its capture folder (or None); the tokenizer is :func:`tokenizer_for`'s choice."""
         key = hashlib.sha1(f"shared|{ident}|{tokenizer_override}".encode()).hexdigest()[:16]
 
         def make() -> Opened:
             rollout, capture_dir = read()
             path = Path(capture_dir) if capture_dir else Path(rollout.source)
-            op = self._with_tokenizer(key, rollout, path, capture_dir,
-                                      tokenizer_override or rollout.meta.get("tokenizer") or "")
+            op = self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override)
             return replace(op, link=link)
 
         make = self._heavy(path, make)
@@ -160,12 +160,12 @@ class RolloutStore:
 
     def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
                         override: str) -> Opened:
-        # Ids made from text (no token ids in the file: viewer/sources/derive.py) are decoded with the
-        # tokenizer that made them, never a guess from the model name (which showed them as raw ⟨id⟩s).
-        derived = rollout.meta.get("tokenizer") if rollout.meta.get("token_view") in ("derived", "mixed") else None
-        choice = tokenizer_for(rollout, self.settings, override or derived, capture_dir=capture_dir)
+        choice = tokenizer_for(rollout, self.settings, override, capture_dir=capture_dir)
+        # Ids made from text (no token ids in the file) are shown with the tokenizer that made them
+        # (tokenizer_for): say why in those words, not as if the user had typed an override.
+        derived = rollout.origin.tokenizer
         if derived and choice.ok and (override or derived) == derived:
-            choice = replace(choice, message=rollout.meta.get("tokenizer_note")
+            choice = replace(choice, message=rollout.origin.tokenizer_note
                              or f"Token ids made from the text with the {derived} tokenizer, and shown with it.")
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
         return Opened(key, rollout, path, choice, table)
@@ -203,5 +203,6 @@ class RolloutStore:
 
         try:  # sessions that lost the same rollout wait for one re-open
             return self.memo.get_or_make(("rollout", key), again, _weight)
-        except Exception:  # the file is gone or unreadable now: the caller says so
+        except Exception as e:  # the file is gone or unreadable now: the caller says so, the log says why
+            _LOG.warning("re-opening %s failed: %s: %s", key, type(e).__name__, e)
             return None

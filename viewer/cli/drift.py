@@ -1,37 +1,25 @@
 """``python -m viewer drift SOURCE [--tokenizer T] [--json] [--limit N]``: drift over a dataset.
 
 SOURCE is a capture folder, a trace / turns file, a folder holding capture folders (found
-recursively), or ``hf://...`` once :mod:`viewer.sources` reads the Hub. Rollouts are read
-one at a time and scanned in chunks (:func:`viewer.drift.scan`), so memory stays bounded
-by the chunk, not the dataset. ``--json`` prints one document on stdout::
-
-    {"source", "tokenizer", "turns": [{"rollout", "turn", "retokenize", "template", "prefix", "row", ...}],
-     "totals": {"turns", "drifted_turns", "by_cause", "forked_rows", ...}, "errors": [...]}
-
-otherwise a table (one line per turn) and the totals. Progress goes to stderr for scans
-of more than one rollout. Exit codes: 0 ok, 1 nothing readable, 2 usage / not found.
-
-The scan itself (:func:`discover`, :func:`iter_rollouts`, :func:`scan_source`) lives in
-:mod:`viewer.drift.corpus`, re-exported here; :func:`scan_table` (rows for a table, shared with the app's scan panel) lives in
-:mod:`viewer.drift.results`. Nothing here imports gradio.
+recursively), a data file, or ``hf://...``. Rollouts are read one at a time and scanned in chunks
+(:func:`viewer.drift.corpus.scan_source`), so memory stays bounded by the chunk, not the dataset.
+``--json`` prints one document on stdout (schema: docs/CLI.md), otherwise a table (one line per
+turn) and the totals. Progress goes to stderr for scans of more than one rollout.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from viewer.config import Settings
-from viewer.drift.results import SCAN_COLUMNS, scan_table
-from viewer.drift.corpus import ScanInputError, discover, iter_rollouts, scan_source
+from viewer.drift.corpus import scan_source
+from viewer.drift.results import scan_table
 
-__all__ = ["add_parser", "discover", "iter_rollouts", "scan_source", "scan_table", "SCAN_COLUMNS",
-           "ScanInputError"]
+from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
 
-# --------------------------------------------------------------------------------------
-# CLI
-# --------------------------------------------------------------------------------------
+__all__ = ["add_parser"]
+
 
 def _short(name: str, width: int = 36) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1):]
@@ -78,8 +66,7 @@ def _print_table(res: dict[str, Any]) -> None:
 
 def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
     if args.limit is not None and args.limit < 1:
-        print("error: --limit must be at least 1", file=sys.stderr)
-        return 2
+        raise CliError("--limit must be at least 1", BAD_INPUT)
     tty_progress = not args.quiet
 
     def progress(done: int, total: int | None) -> None:
@@ -89,38 +76,26 @@ def _cmd_drift(args: argparse.Namespace, settings: Settings) -> int:
 
     kw = {"tokenizer": args.tokenizer, "trainer": args.trainer, "train_turns": args.train_turns,
           "fork_threshold": args.fork_threshold}
-    try:
-        if args.engine == "ray":
-            from viewer.drift.ray_engine import scan_with_ray
+    if args.engine == "ray":
+        from viewer.drift.ray_engine import scan_with_ray
 
-            res = scan_with_ray(args.source, settings, address=args.ray_address, out=args.out, limit=args.limit,
-                                progress=progress, **kw)
-        else:
-            res = scan_source(args.source, settings, limit=args.limit, progress=progress, **kw)
-            if args.out:
-                from viewer.drift.scanout import ParquetSink, turns_table
+        res = scan_with_ray(args.source, settings, address=args.ray_address, out=args.out, limit=args.limit,
+                            progress=progress, **kw)
+    else:
+        res = scan_source(args.source, settings, limit=args.limit, progress=progress, **kw)
+        if args.out:
+            from viewer.drift.scanout import ParquetSink, turns_table
 
-                sink = ParquetSink(args.out)
-                sink.write(turns_table(res["turns"]))
-                sink.close()
-    except ScanInputError as e:
-        print(f"error: {e.message}", file=sys.stderr)
-        return 2 if e.not_found else 1
-    except Exception as e:  # noqa: BLE001  (one line on stderr, never a traceback)
-        from viewer.sources import SourceError, SourceNotFound
-
-        if isinstance(e, SourceError):
-            print(f"error: {e.message}", file=sys.stderr)
-            return 2 if isinstance(e, SourceNotFound) else 1
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
+            sink = ParquetSink(args.out)
+            sink.write(turns_table(res["turns"]))
+            sink.close()
     if tty_progress and res["totals"]["rollouts"] > 1:
         print(file=sys.stderr)
     if args.json:
-        print(json.dumps(res, ensure_ascii=False))
+        print_json(res)
     else:
         _print_table(res)
-    return 0
+    return FINDINGS if args.fail_on_findings and res["totals"]["drifted_turns"] else OK
 
 
 def add_parser(sub: Any) -> None:
@@ -130,9 +105,8 @@ def add_parser(sub: Any) -> None:
                                    "the trainer's CLEAN/REALIGN/FORK rows.")
     p.add_argument("source", metavar="SOURCE",
                    help="capture folder, trace/turns file, folder of capture folders, or hf://datasets/OWNER/NAME")
-    p.add_argument("--tokenizer", metavar="T", default=None,
-                   help="tokenizer override: 'qwen3', a folder with tokenizer.json, or a cached Hub name")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_setting_option(p, "--tokenizer", "tokenizer", metavar="T", default=None)
+    add_common(p, findings="a turn drifted")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="scan at most N rollouts (rows for hf://)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.add_argument("--engine", choices=["local", "ray"], default="local",

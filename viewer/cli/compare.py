@@ -3,44 +3,34 @@
 A and B are anything ``summary`` opens (capture folders, trace/turns files, dataset files or
 folders, ``hf://`` sources); ``--a-row`` / ``--b-row`` pick dataset rows, so two rollouts of one
 task in a dataset compare as ``compare data.jsonl data.jsonl --a-row 0 --b-row 1``.
-Exit codes as everywhere: 0 ok (whether or not they differ), 1 unreadable, 2 not found / usage.
+Exit 0 whether or not they differ (``--fail-on-findings``: 1 when they differ).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from viewer.comparison import Comparison, compare
 from viewer.config import Settings
 from viewer.rollout import Rollout
 
-__all__ = ["add_parser", "compare_sources", "side_tokenizer"]
+from .common import FINDINGS, OK, add_common, add_setting_option, print_json
+
+__all__ = ["add_parser", "compare_sources"]
 
 
-def side_tokenizer(ro: Rollout, override: str | None, settings: Settings):
-    """The TokenizerChoice the app would use for ``ro`` (override, its capture folder, its model)."""
-    from viewer.tokenizer import resolve_tokenizer
+def compare_sources(a: Rollout, b: Rollout, settings: Settings,
+                    tokenizer: str | None = None) -> tuple[Comparison, dict[str, str | None]]:
+    """The comparison of ``a`` and ``b``, each side shown with the tokenizer the app would use
+    (:func:`viewer.tokenizer.tokenizer_for`), and those tokenizers' names by side."""
+    from viewer.tokenizer import token_table, tokenizer_for
 
-    src = Path(ro.source) if ro.source and not str(ro.source).startswith("hf://") else None
-    cap = None
-    if src is not None and src.exists():
-        cap = src if src.is_dir() else src.parent
-    elif ro.meta.get("fetched_to"):
-        cap = Path(ro.meta["fetched_to"])
-    return resolve_tokenizer(ro.model, override or settings.tokenizer or ro.meta.get("tokenizer") or None,
-                             capture_dir=cap)
-
-
-def compare_sources(a: Rollout, b: Rollout, settings: Settings, tokenizer: str | None = None) -> Comparison:
-    from viewer.tokenizer import token_table
-
-    ca, cb = side_tokenizer(a, tokenizer, settings), side_tokenizer(b, tokenizer, settings)
+    ca, cb = tokenizer_for(a, settings, tokenizer), tokenizer_for(b, settings, tokenizer)
     ta = token_table(ca.tokenizer, ca.name) if ca.tokenizer is not None else None
     tb = token_table(cb.tokenizer, cb.name) if cb.tokenizer is not None else None
-    return compare(a, b, tok_a=ca.tokenizer, tok_b=cb.tokenizer, table_a=ta, table_b=tb)
+    res = compare(a, b, tok_a=ca.tokenizer, tok_b=cb.tokenizer, table_a=ta, table_b=tb)
+    return res, {"a": ca.name, "b": cb.name}
 
 
 def _short(s: str | None, n: int = 24) -> str:
@@ -69,25 +59,16 @@ def _print(res: Comparison) -> None:
 
 
 def _cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
-    from viewer.sources import SourceError, SourceNotFound, load_source
+    from viewer.sources import load_source
 
-    rollouts = []
-    for spec, row in ((args.a, args.a_row), (args.b, args.b_row)):
-        try:
-            rollouts.append(load_source(spec, settings, row=row, split=args.split, config=args.config,
-                                        format=args.format))
-        except SourceNotFound as e:
-            print(f"error: {e.message}", file=sys.stderr)
-            return 2
-        except SourceError as e:
-            print(f"error: {e.message}", file=sys.stderr)
-            return 1
-    res = compare_sources(rollouts[0], rollouts[1], settings, args.tokenizer)
+    rollouts = [load_source(spec, settings, row=row, split=args.split, config=args.config, format=args.format)
+                for spec, row in ((args.a, args.a_row), (args.b, args.b_row))]
+    res, names = compare_sources(rollouts[0], rollouts[1], settings, args.tokenizer)
     if args.json:
-        print(json.dumps(res.to_dict(), ensure_ascii=False))
+        print_json({**res.to_dict(), "tokenizers": names})
     else:
         _print(res)
-    return 0
+    return FINDINGS if args.fail_on_findings and not res.identical else OK
 
 
 def add_parser(sub: Any) -> None:
@@ -98,12 +79,11 @@ def add_parser(sub: Any) -> None:
                                    "as trl-message renders them.")
     p.add_argument("a", metavar="A", help="capture folder, trace/turns file, dataset file or folder, or hf://...")
     p.add_argument("b", metavar="B", help="the same kinds as A")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    add_common(p, findings="the two differ")
     p.add_argument("--a-row", type=int, default=None, metavar="N", help="row of A when A is a row dataset")
     p.add_argument("--b-row", type=int, default=None, metavar="N", help="row of B when B is a row dataset")
     p.add_argument("--split", help="dataset split for both (default: train when the files name one)")
     p.add_argument("--config", help="dataset config for both")
     p.add_argument("--format", default=None, help="row format for both when detection is ambiguous")
-    p.add_argument("--tokenizer", metavar="T", default=None,
-                   help="tokenizer override for both: 'qwen3', a folder with tokenizer.json, or a cached Hub name")
+    add_setting_option(p, "--tokenizer", "tokenizer", "For both: ", metavar="T", default=None)
     p.set_defaults(func=_cmd_compare)

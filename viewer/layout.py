@@ -2,15 +2,18 @@
 
 A capture folder is what our recording proxy + capture job write and what the capture
 reader opens. Every other module (readers, Hub fetch, upload intake, the drift CLI, the
-capture job, the app's sample list) takes the names from here, so a new file is added once.
+capture job, the app's sample list) takes the names from here, so a new file is added once
+(tests/test_layering.py fails on a name typed out elsewhere). It sits at the top of
+``viewer`` with no imports of ours: ``sources/``, ``tokenizer/`` and ``capture/`` all read it,
+and none of them may depend on another through it (no package cycle).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 __all__ = ["TRACE_NAMES", "TURNS_NAMES", "RECORD_NAMES", "SIDE_NAMES", "CAPTURE_FILES", "ARTEFACTS",
-           "TOKENIZER_DIR", "TASK", "VISIBLE_TESTS", "HELD_OUT_TESTS", "SUMMARY", "PROXY_TRACE", "AGENT_LOG",
-           "is_capture_dir"]
+           "TOKENIZER_DIR", "TRACE", "TURNS", "TASK", "VISIBLE_TESTS", "HELD_OUT_TESTS", "SUMMARY", "PROXY_TRACE",
+           "AGENT_LOG", "JOB_SPEC", "JOB_BUNDLE", "is_capture_dir"]
 
 # Per-call records, first match wins in a folder: the seed layout first, then raw proxy logs.
 TRACE = "trace.json"  # what a capture writes (the first of each list below)
@@ -34,6 +37,11 @@ AGENT_LOG = "agent_log.jsonl"  # opencode's own event log
 TOKENIZER_DIR = "tokenizer"  # the tokenizer files a capture ships (sha256s in summary.json)
 # What a capture job writes into its output folder.
 ARTEFACTS = (TRACE, TURNS, TASK, VISIBLE_TESTS, HELD_OUT_TESTS, SUMMARY, PROXY_TRACE, AGENT_LOG)
+
+# An hf-jobs capture's own files, uploaded with the job (viewer/capture/hf_jobs.py): the capture
+# as data (every visitor value is in here, never on the job's argument list) and the package zip.
+JOB_SPEC = "job_spec.json"
+JOB_BUNDLE = "viewer_bundle.zip"
 
 
 def is_capture_dir(path: Path) -> bool:

@@ -1,0 +1,110 @@
+"""The token view's payload from value objects (viewer/render/payload.py): the JSON is the one
+main built from 24 keyword arguments, byte for byte, and the kind codes are the JS's."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from viewer import render
+from viewer.config import Settings
+from viewer.render.payload import Kind
+from viewer.rollout import TopLogprob, Turn
+from viewer.tokens import TurnTokens
+
+REPO = Path(__file__).resolve().parent.parent
+JS = REPO / "viewer" / "ui" / "assets" / "token_view.js"
+CSS = REPO / "viewer" / "ui" / "assets" / "app.css"
+
+
+def test_a_hand_made_turn_gives_the_payload_written_out_here():
+    turn = Turn(index=3, call=4, trained=True, prompt_ids=[5, 6], prompt_source="engine", output_ids=[7, 8, 9],
+                output_source="engine", logprobs=[-0.5, -1.234567, None], mask=[1, 0, 1],
+                top_logprobs=[[TopLogprob(7, "c", -0.5), TopLogprob(42, None, -2.0)], [], []])
+    tt = TurnTokens([5, 6, 7, 8, 9], ["<a>", "b", "c", "d", "\n"], [True, False, False, False, True], 2, True,
+                    out_of_vocab=[3], alt_texts={42: "z"})
+    view = render.ViewOptions(low=-2.5, context_tail=1, page_tokens=10, focus=(2, 4), mode="logprob", note="n",
+                              link="source=x&turn=3")
+    # worked by hand: prompt = context (0); output mask 1, 0, 1 = trained (1), no gradient (2), trained;
+    # logprobs rounded to 4 places, null on the prompt and where none was recorded; empty top-k
+    # lists left out; a page is at least 1000 tokens; "<" escaped so no tag can start
+    want = (r'{"v":1,"turn":3,"trained":true,"kind":"agent","role":"main","prompt_len":2,'
+            r'"prompt_source":"engine","output_source":"engine","exact":true,"ids":[5,6,7,8,9],'
+            r'"t":["\u003ca>","b","c","d","\n"],"sp":[0,4],"k":[0,0,1,2,1],"lp":[null,null,-0.5,-1.2346,null],'
+            r'"top":{"2":[[7,-0.5],[42,-2.0]]},"alt":{"42":"z"},"oov":[3],"low":-2.5,"tail":1,"page":1000,'
+            r'"focus":[2,4],"mode":"logprob","modes":["mask","logprob"],"note":"n","link":"source=x&turn=3"}')
+    assert render.token_view_payload(turn, tt, view) == want
+    # the same through token_payload's value object, as a caller without a Turn builds it
+    tv = render.TokenView(
+        render.Tokens([5, 6, 7, 8, 9], ["<a>", "b", "c", "d", "\n"], [0, 0, 1, 2, 1], special=tt.special, oov=[3]),
+        render.TurnInfo(3, 2, prompt_source="engine", output_source="engine"),
+        render.Logprobs([None, None, -0.5, -1.234567, None], top={"2": [[7, -0.5], [42, -2.0]]}, alt={42: "z"}),
+        view)
+    assert render.token_payload(tv) == want
+
+
+def _sample_payloads():
+    """The cases of tests/data/token_payloads_main.json, rendered through the value objects (the
+    fixture was rendered on main with the keyword-argument calls, before they were removed)."""
+    from viewer.drift import turn_report
+    from viewer.rescore.values import RescoreResult, TurnDelta
+    from viewer.sources import load_source
+    from viewer.tokenizer import token_table, tokenizer_for
+    from viewer.views import turn_view
+
+    s = Settings()
+    for name in ("qwen3-tiny", "smollm2"):
+        r = load_source(REPO / "sample_data" / name, s)
+        choice = tokenizer_for(r, s)
+        table = token_table(choice.tokenizer, choice.name)
+        for t in r.turns:
+            tv = turn_view(r, t.index, choice.tokenizer, table)
+            n = len(tv.tokens.ids)
+            td = TurnDelta(turn=t.index, row=0, verdict="FIRST", context="changed", context_at=2,
+                           output_index=[0, 1], sampler=[-1.0, -2.0], trainer=[-1.5, -2.25])
+            res = RescoreResult("tiny-qwen3", "cpu", "float32", 1.0, 0.2, {"mode": "trl-contract"}, [td], seconds=1.0)
+            variants = {
+                "plain": (render.ViewOptions.from_settings(s), None),
+                "view": (render.ViewOptions(low=-3.0, context_tail=7, page_tokens=1234, focus=(3, 5), mode="logprob",
+                                            note=tv.note, link=f"source=sample%3A{name}&turn={t.index}"), None),
+                "delta": (render.ViewOptions(low=s.low_logprob, context_tail=s.context_tail, mode="delta"),
+                          render.turn_delta(res, t.index, tv.tokens.prompt_len, n)),
+            }
+            for v, (view, delta) in variants.items():
+                yield f"{name}/turn{t.index}/{v}", render.token_view_payload(tv.turn, tv.tokens, view, delta)
+            try:
+                rep = turn_report(r, t.index, choice.tokenizer, tokenizer_name=choice.name)
+            except KeyError:
+                continue
+            for k, (label, row) in enumerate(render.trainer_rows(rep.trainer.rows)):
+                for tab in ("table", "none"):
+                    yield f"{name}/turn{t.index}/row{k}/{tab}", render.row_view_payload(
+                        row, table if tab == "table" else None, turn=t.index, label=label,
+                        view=render.ViewOptions.from_settings(s))
+
+
+def test_bundled_samples_payloads_are_byte_identical_to_mains():
+    want = json.loads((REPO / "tests" / "data" / "token_payloads_main.json").read_text())["cases"]
+    got = {case: {"sha256": hashlib.sha256(p.encode()).hexdigest(), "len": len(p)} for case, p in _sample_payloads()}
+    assert len(want) > 40 and any("/row" in c for c in want) and any(c.endswith("/delta") for c in want)
+    assert got == want
+
+
+def _js_kinds() -> dict[str, int]:
+    m = re.search(r"const KIND = Object\.freeze\(\{([^}]*)\}\);", JS.read_text())
+    assert m, "token_view.js has no KIND block"
+    return {k: int(v) for k, v in re.findall(r"([A-Z_]+)\s*:\s*(\d+)", m.group(1))}
+
+
+def test_the_js_kind_codes_are_pythons():
+    assert _js_kinds() == {k.name: k.value for k in Kind} == {"CONTEXT": 0, "TRAINED": 1, "UNTRAINED": 2}
+
+
+def test_the_js_compares_kinds_by_name_and_the_css_styles_every_kind():
+    js = JS.read_text()
+    # a kind compared with a bare number would silently disagree if a code changed
+    assert re.findall(r"(?:\bk|D\.k\[\w+\])\s*[!=]==?\s*\d", js) == []
+    assert re.findall(r"'tk k\d'", js) == []
+    css = CSS.read_text()
+    assert all(f".tk.k{k.value}" in css and f".run.k{k.value}" in css for k in Kind)

@@ -1,0 +1,49 @@
+"""Command line: ``python -m viewer SUBCOMMAND`` (also installed as ``rollout-inspector``).
+
+One module per subcommand (:mod:`.summary`, :mod:`.drift`, :mod:`.compare`, :mod:`.capture`,
+:mod:`.rescore`), each with an ``add_parser``; :mod:`.common` holds what they share: the exit codes
+and the one error → exit-code mapping, ``--json``, ``--help`` text from the settings' docs.
+docs/CLI.md documents the commands, the codes and every ``--json`` schema. Front ends only: the
+app and the library never import this package (tests/test_layering.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from viewer.config import Settings
+
+from . import capture, compare, drift, rescore, summary
+from .common import run
+
+__all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
+
+# The viewer needs tokenizers only; transformers' "PyTorch was not found" advice is noise on
+# every CLI call (set before anything imports transformers).
+os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+
+SUBCOMMANDS = (summary, drift, compare, capture, rescore)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m viewer",
+                                     description="Rollout Inspector: inspect agent RL rollouts token by token. "
+                                                 "Exit codes: docs/CLI.md.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in SUBCOMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)  # argparse exits 2 (common.BAD_INPUT) on usage errors
+    return run(args.func, args, Settings.from_env())
+
+
+def main_entry() -> None:
+    """The ``rollout-inspector`` console script (same subcommands as ``python -m viewer``)."""
+    import sys
+
+    sys.exit(main())
