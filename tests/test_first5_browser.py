@@ -5,10 +5,14 @@ code before its fix.
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.browser
 
+SAMPLES = Path(__file__).resolve().parent.parent / "sample_data"
 TV = "#token-view .ri-tv"
 PAINTED = f"document.querySelector('{TV}')?.dataset.painted > 0"
 MODE_ON = f"document.querySelector('{TV} .ri-modes button.on')?.dataset.mode"
@@ -127,8 +131,10 @@ def test_uploaded_text_only_trace_is_decoded_not_raw_ids(page, app_url, realdata
 ROWS = "#source-rows"
 
 
-def _rows_listed(page) -> int:
-    page.wait_for_function(f"document.querySelectorAll('{ROWS} .body-cell.first-column').length > 0", timeout=30000)
+def _rows_listed(page, n: int) -> int:
+    """How many rows the row table lists, once it lists ``n`` (Gradio draws the rows a few at a time)."""
+    page.wait_for_function(f"document.querySelectorAll('{ROWS} .body-cell.first-column').length >= {n}",
+                           timeout=30000)
     return page.locator(f"{ROWS} .body-cell.first-column").count()
 
 
@@ -157,7 +163,7 @@ def test_uploaded_multi_row_file_lists_its_rows_and_opens_each(page, app_url, re
     assert not page.locator(ROWS).is_visible()  # a capture is one rollout: no row table
     _upload(page, [f])
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('gpt-4o')", timeout=60000)
-    assert _rows_listed(page) == len(rows) == 2
+    assert _rows_listed(page, len(rows)) == len(rows) == 2
     _open_row_and_check(page, 1, rows[1])
 
 
@@ -173,7 +179,7 @@ def test_typed_path_of_a_multi_row_file_lists_its_rows(page, app_url, realdata, 
     page.locator("#path-box textarea, #path-box input").first.fill("two-rows.traces.json")
     page.locator("#load-path").click()
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('gpt-4o')", timeout=60000)
-    assert _rows_listed(page) == 2
+    assert _rows_listed(page, len(rows)) == len(rows) == 2
     _open_row_and_check(page, 1, rows[1])
 
 
@@ -239,7 +245,9 @@ def test_copy_link_says_copied_on_the_button(page, app_url):
 
 # --- 6. navigation: the turn marked in the list, filters respected, the ends said, the picker in step -------
 
-def _listed_turns(page) -> list[str]:
+def _listed_turns(page, n: int) -> list[str]:
+    """The turn numbers the turn list shows, once it shows exactly ``n`` rows (drawn a few at a time)."""
+    page.wait_for_function(f"document.querySelectorAll('#turn-list .virtual-row').length === {n}", timeout=30000)
     return page.evaluate("[...document.querySelectorAll('#turn-list .virtual-row .first-column')]"
                          ".map(c => c.textContent.trim())")
 
@@ -253,11 +261,10 @@ def test_turn_list_marks_the_shown_turn_and_steps_follow_the_filter(page, app_ur
     _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
     current = "document.querySelector('#turn-list .virtual-row.ri-current .first-column')?.textContent.trim()"
     page.wait_for_function(f"{current} === '1'", timeout=15000)
-    all_turns = _listed_turns(page)
+    summary = json.loads((SAMPLES / "qwen3-tiny" / "summary.json").read_text())  # the capture's own tally
+    all_turns = _listed_turns(page, summary["calls"])
     page.locator("#f-trained input").check()
-    page.wait_for_function(f"document.querySelectorAll('#turn-list .virtual-row').length < {len(all_turns)}",
-                           timeout=15000)
-    trained = _listed_turns(page)  # what the list shows with "trained turns only"
+    trained = _listed_turns(page, summary["trained_turns"])  # what the list shows with "trained turns only"
     assert trained[0] == "1" and len(trained) >= 2
     for want in trained[1:]:
         page.locator("#next-turn").click()
