@@ -6,8 +6,10 @@ import pytest
 
 
 def _outputs(result):
-    # open_* endpoints return (header, status, table, tool, turns_plot, hist, task, problems, turn_no, view, lp_plot, convo)
-    keys = ["header", "status", "table", "tool", "turns_plot", "hist", "task", "problems", "turn", "view", "lp_plot", "convo"]
+    # open_* endpoints return (header, status, table, tool, turns_plot, hist, task, problems, source rows,
+    # sample picker, turn_no, view, lp_plot, convo)
+    keys = ["header", "status", "table", "tool", "turns_plot", "hist", "task", "problems", "rows", "sample", "turn",
+            "view", "lp_plot", "convo"]
     assert len(result) == len(keys)
     return dict(zip(keys, result))
 

@@ -28,9 +28,6 @@ def test_core_never_imports_gradio():
     assert out.stdout.strip().endswith("CLEAN")
 
 
-# The browse screen is being split into named handlers by another change (issue 20) that moves its
-# token-view template out too; the lead removes this entry when both land.
-_UI_BEING_RESTRUCTURED = {"viewer/ui/browse.py"}
 
 # An HTML element as markup: ``<b>``, ``</div>``, ``<span class=...>`` (a whole tag with attributes
 # as ``name=``, so ``a<b and c>d`` in code or ``<tool_call>`` in a label is not one).
@@ -74,7 +71,7 @@ def test_html_is_built_only_in_render():
     for p in (REPO / "viewer").rglob("*.py"):
         rel = p.relative_to(REPO)
         parts = rel.parts
-        if parts[:2] == ("viewer", "render") or rel.as_posix() in _UI_BEING_RESTRUCTURED:
+        if parts[:2] == ("viewer", "render"):
             continue
         text = p.read_text()
         if "ui" not in parts:  # the core: no markup at all (plots' hover templates are Plotly's, not HTML)

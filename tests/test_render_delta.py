@@ -41,4 +41,4 @@ def test_summary_escapes_and_counts():
     assert "0.607" in html and "1.000" in html  # ratio exp(-0.5) … exp(0)
     assert "No rescore yet" in render.rescore_summary_html(None)
     rows = render.rescore_turn_rows(_result())
-    assert rows == [[1, 0, "FIRST", "same", 2, 0.25, 0.5, round(math.exp(-0.5), 6), 1.0, 1]]
+    assert rows == [[1, 0, "FIRST", "same", 2, 0.25, 0.5, round(math.exp(-0.5), 3), 1.0, 1]]  # the summary's precision

@@ -46,7 +46,7 @@ def _setting(default, env: str, help: str):
 class Settings:
     data_root: str = _setting(str(SAMPLE_DIR), "VIEWER_DATA_ROOT",
                               "Typed local paths must resolve inside this folder; anything else is refused.")
-    sample: str = _setting(str(SAMPLE_DIR / "qwen3-tiny"), "VIEWER_SAMPLE",
+    sample: str = _setting(str(SAMPLE_DIR / "smollm2"), "VIEWER_SAMPLE",
                            "Capture folder (or file) the app opens on start.")
     max_upload_mb: int = _setting(100, "VIEWER_MAX_UPLOAD_MB",
                                   "Largest upload accepted (per file, zip included), in MB.")

@@ -51,10 +51,13 @@ def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any
 
 def rescore_turn_rows(result: Any) -> list[list[Any]]:
     """One table row per rescored turn (:data:`RESCORE_COLUMNS`)."""
+    def r(v: Any, digits: int) -> Any:  # the summary's precision: Δ to 4 decimals, ratios to 3
+        return None if v is None else round(v, digits)
+
     out = []
     for t in (result.to_json()["turns"] if result is not None else []):
-        out.append([t["turn"], t["row"], t["verdict"], t["context"], t["tokens"], t["mean_abs_delta"],
-                    t["max_abs_delta"], t["ratio_min"], t["ratio_max"], t["flagged"]])
+        out.append([t["turn"], t["row"], t["verdict"], t["context"], t["tokens"], r(t["mean_abs_delta"], 4),
+                    r(t["max_abs_delta"], 4), r(t["ratio_min"], 3), r(t["ratio_max"], 3), t["flagged"]])
     return out
 
 

@@ -283,8 +283,8 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
         except Exception as e:
             notes.append(f"Could not load tokenizer folder {name}: {type(e).__name__}: {e}.")
     what = f"model {model!r}" if model else "this rollout (no model recorded)"
-    notes.append(f"No tokenizer for {what}: showing ids and the bytes recorded in logprobs. "
-                 "Choose one under Tokenizer.")
+    notes.append(f"No tokenizer for {what}: showing token ids (with their text where the file records it). "
+                 "Pick one under Open a rollout → Tokenizer override.")
     return TokenizerChoice(None, None, "none", " ".join(notes))
 
 

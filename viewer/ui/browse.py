@@ -1,11 +1,11 @@
 """The browse screen: open a source, pick a turn, see its tokens, plots, conversation, task.
 
-Handlers are thin: they turn UI inputs into calls on viewer.views / render / plots and
-put the results into components. Errors become a visible notice; the app keeps working.
+This module lays the screen out and wires its events; what each event does is a named
+method of :class:`viewer.ui.browse_handlers.Handlers` (testable without a page). Errors
+become a visible notice; the app keeps working.
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,23 +13,23 @@ from urllib.parse import urlencode
 
 import gradio as gr
 
-from .. import plots, render
-from ..budgets import BudgetExceeded
-from ..config import SAMPLE_DIR, Settings
-from ..sources import SourceError
-from ..sources.keep import KEEP
-from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files
-from ..visitor import local_path
-from ..views import TURN_COLUMNS, turn_table, turn_view
+from .. import render
+from ..config import Settings
+from ..row_browser import ROW_COLUMNS
+from ..render.shell import first_steps_html, token_view_template
+from ..views import TURN_COLUMNS, turn_view
 from . import rescores
-from .opening import list_samples, open_spec
-from .staged import Later, resolve, staged
+from .browse_handlers import PROBLEMS, STATUS, Handlers, Slots, dataset_link, link_spec, wire
+from .opening import list_samples, sample_choices
+from .staged import resolve, staged
 from .store import Opened, RolloutStore
+
+__all__ = ["Browse", "BrowseHandlers", "build", "wire", "dataset_link", "link_spec", "TOKEN_VIEW_JS",
+           "TOKEN_VIEW_TEMPLATE"]
 
 ASSETS = Path(__file__).parent / "assets"
 TOKEN_VIEW_JS = (ASSETS / "token_view.js").read_text()
-TOKEN_VIEW_TEMPLATE = ("<div class='ri-tv'><div class='ri-tv-bar'></div><div class='ri-tv-body' tabindex='0'></div>"
-                       "<div class='ri-tip' hidden></div><div class='ri-tv-detail'></div></div>")
+TOKEN_VIEW_TEMPLATE = token_view_template()
 
 
 @dataclass
@@ -50,38 +50,22 @@ class Browse:
     open_staged: Any = None  # open_fn as a two-step generator: tokens first, plots after (the page load uses it)
 
 
-def wire(component, value):
-    """``value`` as ``component`` sends it (its postprocess, serialised). Values that show a
-    rollout are made so once, in the shared cache, and the events that output them run with
-    postprocess=False (``Browse.shows``); such an event's other outputs go through this too."""
-    out = component.postprocess(value)
-    return out.model_dump() if hasattr(out, "model_dump") else out
+class BrowseHandlers(Handlers):
+    """The handlers, with the token view's payload of one turn (shared by every session on the rollout)."""
 
-
-def dataset_link(label: str, row: int, settings: Settings) -> str:
-    """Query string that reopens row ``row`` of a dataset (hf:// or a file in the data root), or ""."""
-    if label.startswith("hf://"):
-        return urlencode({"source": label, "row": row})
-    spec = link_spec(Path(label), settings)
-    return urlencode({"source": spec, "row": row}) if spec and not spec.startswith("sample:") else ""
-
-
-def link_spec(path: Path, settings: Settings) -> str:
-    """``sample:NAME`` or a data-root-relative path that ?source= accepts, or "" (not linkable)."""
-    p = Path(path).resolve()
-    if p.parent == SAMPLE_DIR.resolve():
-        return f"sample:{p.name}"
-    root = Path(settings.data_root).resolve()
-    return str(p.relative_to(root)) if p.is_relative_to(root) else ""
-
-
-def _default_turn(op: Opened) -> int | None:
-    turns = op.rollout.turns
-    for pick in (lambda t: t.kind == "agent" and t.trained, lambda t: t.kind == "agent", lambda t: True):
-        for t in turns:
-            if pick(t):
-                return t.index
-    return None
+    def turn_parts(self, op: Opened, index: int, focus, mode: str) -> tuple:
+        settings = self.settings
+        tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
+        if op.link:
+            link = f"{op.link}&{urlencode({'turn': index})}"
+        else:
+            spec = link_spec(op.path, settings)
+            link = urlencode({"source": spec, "turn": index}) if spec else ""
+        n = len(tv.tokens.ids)  # a rescore of this rollout adds the Δ colour mode (viewer/ui/rescore_panel.py)
+        delta = render.turn_delta(rescores.get(op.key), index, tv.tokens.prompt_len, n)
+        payload = render.token_view_payload(tv.turn, tv.tokens, render.ViewOptions.from_settings(
+            settings, focus=focus, mode=mode, note=tv.note, link=link), delta=delta)
+        return payload, render.conversation_html(tv.turn)
 
 
 def build(settings: Settings, store: RolloutStore) -> Browse:
@@ -94,10 +78,11 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         with gr.Column(scale=4):
             header = gr.HTML(render.notice_html("Open a rollout: pick a sample, type a path, or upload files."),
                              elem_id="rollout-header")
+            gr.HTML(first_steps_html(), elem_id="first-steps")
             status = gr.HTML("", elem_id="status")
         with gr.Column(scale=2, min_width=320):
             with gr.Accordion("Open a rollout", open=False, elem_id="open-panel"):
-                sample = gr.Dropdown(samples, value=default_sample, label="Bundled sample", elem_id="sample-picker")
+                sample = gr.Dropdown(sample_choices(), value=default_sample, label="Bundled sample", elem_id="sample-picker")
                 with gr.Row():
                     path = gr.Textbox(label=f"Path inside {settings.data_root}", placeholder="capture folder or trace.json",
                                       elem_id="path-box", scale=4)
@@ -119,6 +104,8 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                 prev_btn = gr.Button("◀ prev turn", size="sm", elem_id="prev-turn", min_width=80)
                 turn_no = gr.Number(label="turn", precision=0, elem_id="turn-number", min_width=80)
                 next_btn = gr.Button("next turn ▶", size="sm", elem_id="next-turn", min_width=80)
+            rows = gr.Dataframe(headers=ROW_COLUMNS, interactive=False, elem_id="source-rows", max_height=200,
+                                wrap=False, visible=False)
             table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
                                  max_height=250, wrap=False)
             view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
@@ -136,170 +123,9 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             problems = gr.HTML("", elem_id="problems")
 
     turn_outputs = [turn, turn_no, view, lp_plot, convo]
-    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems] + turn_outputs
-
-    def turn_parts(op: Opened, index: int, focus, mode: str) -> tuple:
-        tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
-        if op.link:
-            link = f"{op.link}&{urlencode({'turn': index})}"
-        else:
-            spec = link_spec(op.path, settings)
-            link = urlencode({"source": spec, "turn": index}) if spec else ""
-        n = len(tv.tokens.ids)  # a rescore of this rollout adds the Δ colour mode (viewer/ui/rescore_panel.py)
-        delta = render.turn_delta(rescores.get(op.key), index, tv.tokens.prompt_len, n)
-        payload = render.token_view_payload(tv.turn, tv.tokens, render.ViewOptions.from_settings(
-            settings, focus=focus, mode=mode, note=tv.note, link=link), delta=delta)
-        return payload, render.conversation_html(tv.turn)
-
-    def logprob_plot(op: Opened, index: int):
-        tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
-        return wire(lp_plot, plots.logprob_figure(tv.turn, token_texts=tv.tokens.texts[tv.tokens.prompt_len:],
-                                                  low=settings.low_logprob, offset=tv.tokens.prompt_len))
-
-    def turn_values(op: Opened, index: int | None, focus=None, mode: str = "mask") -> list:
-        if index is None:
-            return [None, None, "", None, render.notice_html("This rollout has no turns.")]
-        # Shared by every session on this rollout: a room selecting the same turn builds it once.
-        # The rescore stamp: a new rescore of this rollout changes the payload (its Δ mode).
-        try:
-            payload, convo = store.derived(op.key, ("turn", index, focus, mode, rescores.stamp(op.key)),
-                                           lambda: turn_parts(op, index, focus, mode))
-        except BudgetExceeded as e:  # e.g. a turn whose token view is over response_mb: say so, keep the rest
-            return [index, index, None, None, render.notice_html(str(e), "error")]
-        # the plot comes after the token view (viewer/ui/staged.py): tokens are hoverable without waiting for it
-        fig = plot_later(op, ("logprob-plot", index), lambda: logprob_plot(op, index))
-        return [index, index, payload, fig, convo]
-
-    def plot_later(op: Opened, what: tuple, make) -> Later:
-        def made():
-            try:
-                return store.derived(op.key, what, make)
-            except BudgetExceeded:  # a plot over response_mb is left out (an empty plot), the rest still shows
-                return None
-        return Later(made)
-
-    def rollout_parts(op: Opened) -> tuple:
-        r = op.rollout
-        return (render.rollout_header(r, op.choice.message), wire(table, turn_table(r, low=settings.low_logprob)),
-                sorted({n for t in r.turns for n in t.tool_names}), render.task_html(r),
-                render.problems_html(r.problems))
-
-
-    def open_values(op: Opened, index: int | None = None, focus=None, mode: str = "mask", note: str = "") -> list:
-        r = op.rollout
-        idx = index if index is not None and any(t.index == index for t in r.turns) else _default_turn(op)
-        notes = [note] if note else []
-        if index is not None and idx != index:  # a deep link asked for a turn this rollout lacks
-            have = f"turns {r.turns[0].index}–{r.turns[-1].index}" if r.turns else "no turns"
-            notes.append(f"Turn {index} is not in this rollout ({have}); showing turn {idx}.")
-        if focus is not None and idx is not None:
-            t = r.turn(idx)
-            n = len(t.prompt_ids) + len(t.output_ids)
-            if focus[0] >= n:
-                notes.append(f"Tokens {focus[0]}–{focus[1]} are past the end of turn {idx} ({n:,} tokens); "
-                             "nothing selected.")
-                focus = None
-        note = " ".join(notes)
-        header, table_df, tools, task_html, problems_html = store.derived(
-            op.key, ("rollout",), lambda: rollout_parts(op))
-        status_html = render.notice_html(note) if note else ""
-        r_plots = (plot_later(op, ("turns-plot",), lambda: wire(turns_plot, plots.turns_figure(r))),
-                   plot_later(op, ("histogram",), lambda: wire(hist_plot, plots.histogram_figure(
-                       r, low=settings.low_logprob))))
-        return [op.key, header, status_html, table_df, gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
-                *r_plots, task_html, problems_html] + turn_values(op, idx, focus, mode)
-
-    def failure(message: str) -> list:
-        # Keep whatever was open: only the status line changes.
-        return [gr.skip()] * 2 + [render.notice_html(message, "error")] + [gr.skip()] * (len(outputs) - 3)
-
-    def open_path(p: Path, override: str = "", index=None, focus=None, mode="mask", note="") -> list:
-        try:
-            op = store.open(p, override or "")
-        except SourceError as e:
-            return failure(str(e))
-        except Exception as e:  # never let a reader bug take the app down
-            return failure(f"Could not open {p.name}: {type(e).__name__}: {e}")
-        return safe_open_values(op, index, focus, mode, note)
-
-    def safe_open_values(op: Opened, *args) -> list:
-        try:
-            return open_values(op, *args)
-        except BudgetExceeded as e:  # what the rollout's screens would send is over a budget
-            return failure(str(e))
-
-    def on_sample(name: str, override: str):
-        if not name:
-            return failure("Pick a sample.")
-        return open_path(SAMPLE_DIR / name, override)
-
-    def on_path(text: str, override: str):
-        try:
-            p = local_path(text, settings)
-        except ValueError as e:
-            return failure(str(e))
-        return open_path(p, override)
-
-    def on_upload(files: list[str] | None, override: str, request: gr.Request = None):
-        if not files:
-            return failure("No files uploaded.")
-        session = getattr(request, "session_hash", None)
-        # Room first: folders past their TTL, then the oldest until this upload fits the disk budget.
-        KEEP.sweep(extra_bytes=sum(Path(f).stat().st_size for f in files if Path(f).is_file()))
-        dest = KEEP.add(tempfile.mkdtemp(prefix=UPLOAD_PREFIX), session)  # deleted when the session ends
-        try:
-            root, notes = intake_files(files, dest, settings)
-        except UploadRefused as e:  # more files than the upload_files budget
-            root, notes = None, [str(e)]
-        if root is None:
-            KEEP.discard(dest)
-            return failure("; ".join(notes) or "Nothing usable in the upload.")
-        return open_path(root, override, note="; ".join(notes))
-
-    def on_tokenizer(k: str | None, override: str, index):
-        op = store.get(k)
-        if op is None:
-            return failure("Open a rollout first.")
-        override = (override or "").strip()
-        if override and (override.startswith(("/", ".", "~")) or Path(override).expanduser().exists()):
-            try:  # a folder the user typed: confined to the data root like any typed path
-                override = str(local_path(override, settings, "tokenizer"))
-            except ValueError as e:
-                return failure(f"Tokenizer folder refused: {e}")
-        return open_path(op.path, override, index=index)
-
-    def on_select_turn(k: str | None, index, mode: str = "mask") -> list:
-        op = store.get(k)
-        if op is None or index is None:
-            return [gr.skip()] * len(turn_outputs)
-        try:
-            return turn_values(op, int(index), mode=mode)
-        except KeyError:
-            return [gr.skip()] * len(turn_outputs)
-
-    def on_table_select(k: str | None, evt: gr.SelectData) -> list:
-        row = evt.row_value if evt is not None else None
-        if not row:
-            return [gr.skip()] * len(turn_outputs)
-        return on_select_turn(k, row[0])
-
-    def on_step(k: str | None, index, step: int) -> list:
-        op = store.get(k)
-        if op is None:
-            return [gr.skip()] * len(turn_outputs)
-        order = [t.index for t in op.rollout.turns]
-        if not order:
-            return [gr.skip()] * len(turn_outputs)
-        index = int(index) if isinstance(index, (int, float)) else index  # the number box sends a float
-        pos = order.index(index) if index in order else 0
-        return turn_values(op, order[max(0, min(len(order) - 1, pos + step))])
-
-    def on_filter(k: str | None, trained: bool, low: bool, tool: str):
-        op = store.get(k)
-        if op is None:
-            return gr.skip()
-        return turn_table(op.rollout, trained_only=trained, low_only=low, low=settings.low_logprob,
-                          tool=None if tool in (None, "", "(any)") else tool)
+    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows, sample] + turn_outputs
+    assert outputs[STATUS] is status and outputs[PROBLEMS] is problems  # the failure's places (browse_handlers)
+    h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
 
     # Browsing only reads shared, cached values: many at once, in one concurrency group of
     # its own, so a long scan or capture (own groups, see drift_tab / capture_tab) never
@@ -310,38 +136,28 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     # again per event (a thread hop per output component, GIL hand-offs under load).
     shows = dict(fast, postprocess=False)
     defer = settings.plot_defer_s  # tokens first, plots this much later (viewer/ui/staged.py)
-    sample.input(staged(on_sample, defer), [sample, tok_box], outputs, api_name="open_sample", **shows)
-    load_btn.click(staged(on_path, defer), [path, tok_box], outputs, api_name="open_path", **shows)
-    path.submit(staged(on_path, defer), [path, tok_box], outputs, api_visibility="private", **shows)
-    upload.upload(staged(on_upload, defer), [upload, tok_box], outputs, api_name="open_upload", **shows)
-    tok_btn.click(staged(on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
-    table.select(staged(on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)
-    turn_no.submit(staged(on_select_turn, defer), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
+    sample.input(staged(h.on_sample, defer), [sample, tok_box], outputs, api_name="open_sample", **shows)
+    load_btn.click(staged(h.on_path, defer), [path, tok_box], outputs, api_name="open_path", **shows)
+    path.submit(staged(h.on_path, defer), [path, tok_box], outputs, api_visibility="private", **shows)
+    upload.upload(staged(h.on_upload, defer), [upload, tok_box, key], outputs, api_name="open_upload", **shows)
+    tok_btn.click(staged(h.on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
+    rows.select(staged(h.on_source_row, defer), [key], outputs, api_name="open_source_row", api_visibility="private",
+                **shows)
+    table.select(staged(h.on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)
+    turn_no.submit(staged(h.on_select_turn, defer), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
     # ← / → step from the turn number shown, not the turn State: a State is stored on the server
     # when a two-step answer ends, so a second press within the plots' wait read the old turn and
     # stepped from it (→ then ← landed on turn 0); the number box has the first step's value.
-    prev_btn.click(staged(lambda k, i: on_step(k, i, -1), defer), [key, turn_no], turn_outputs,
-                   api_visibility="private", **shows)
-    next_btn.click(staged(lambda k, i: on_step(k, i, +1), defer), [key, turn_no], turn_outputs,
-                   api_visibility="private", **shows)
+    steps = [key, turn_no, trained_only, low_only, tool_f]  # ← / → walk the turns the list shows
+    # A second press while the first answer's plots are pending is queued, not dropped (Gradio's
+    # default trigger_mode "once" ignored it: ◀ ◀ moved one turn).
+    prev_btn.click(staged(h.on_prev, defer), steps, turn_outputs, api_name="prev_turn",
+                   api_visibility="private", trigger_mode="always_last", **shows)
+    next_btn.click(staged(h.on_next, defer), steps, turn_outputs, api_name="next_turn",
+                   api_visibility="private", trigger_mode="always_last", **shows)
     for f in (trained_only, low_only, tool_f):
-        f.change(on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
+        f.change(h.on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 
-    def deep_link(spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = "",
-                  hub_token: str | None = None):
-        """Open what ?source=...&row=... names (see :func:`viewer.ui.opening.open_spec`); Hub reads
-        with ``hub_token`` (the visitor's sign-in; none: anonymous in public mode)."""
-        try:
-            op = open_spec(store, settings, spec, row, hub_token=hub_token)
-        except (SourceError, ValueError) as e:
-            return failure(str(e))
-        except Exception as e:  # never let a reader bug take the app down
-            return failure(f"Could not open {spec}{'' if row is None else f' row {row}'}: {type(e).__name__}: {e}")
-        return safe_open_values(op, index, focus, mode, note)
-
-    def show(op: Opened, index=None, note: str = "") -> list:
-        return resolve(open_values(op, index, note=note))
-
-    return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(deep_link(*a, **k)), show, turn_outputs,
-                  lambda *a, **k: resolve(on_select_turn(*a, **k)), under_tokens, fast, shows,
-                  open_staged=staged(deep_link, defer))
+    return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(h.deep_link(*a, **k)), h.show, turn_outputs,
+                  lambda *a, **k: resolve(h.on_select_turn(*a, **k)), under_tokens, fast, shows,
+                  open_staged=staged(h.deep_link, defer))

@@ -26,6 +26,21 @@ __all__ = ["build", "progress_html", "form_spec"]
 progress_html = render.capture_progress_html
 
 
+def install_note(settings: Settings) -> str:
+    """Said before Start when this machine lacks what a local capture needs: the first one installs it."""
+    from ..capture.environment import SETUP_SCRIPT, missing
+
+    need = missing("local", settings.capture_vllm_python, settings.capture_opencode)
+    if not need:
+        return ""
+    what = " and ".join(need)
+    if not settings.capture_auto_setup:
+        return render.notice_html(f"Local backend: {what} not installed here; run `make setup` (or bash "
+                                  f"{SETUP_SCRIPT}) before a local capture.", "error")
+    return render.notice_html(f"Local backend: the first capture installs {what} ({SETUP_SCRIPT}: several "
+                              "minutes and a few GB, once) before the agent starts.")
+
+
 def form_spec(settings: Settings, public: bool, token: str, backend_v, model_v, endpoint_v, idx, deep, scr, instr,
               a_to, mtok, repo_v, pieces_v) -> CaptureSpec:
     """The form's values as a spec, through the one builder (viewer/capture/fields.py): an emptied box
@@ -84,6 +99,8 @@ def build(settings: Settings, store, browse) -> None:
                                elem_id="capture-token", visible=not public)  # public: the sign-in's token
             results_repo = gr.Textbox(settings.capture_results_repo, label="Results dataset repo (hf-jobs)",
                                       elem_id="capture-results-repo")
+        if not public:
+            gr.HTML(install_note(settings), elem_id="capture-install-note")
         with gr.Row():
             start = gr.Button("Start capture", variant="primary", elem_id="capture-start")
             cancel = gr.Button("Cancel", variant="stop", elem_id="capture-cancel")

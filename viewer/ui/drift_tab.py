@@ -36,7 +36,7 @@ def build(settings: Settings, store, browse) -> None:
         with gr.Row(equal_height=True):
             trainer_pick = gr.Dropdown(TRAINERS, value=AUTO, label="Trainer (whose rows)", elem_id="drift-trainer",
                                        interactive=True, scale=2)
-            turns_pick = gr.Radio(list(TRAIN_TURNS)[::-1], value="tool-calls", label="Train turns (trl-message)",
+            turns_pick = gr.Radio(list(TRAIN_TURNS)[::-1], value="tool-calls", label="Train turns (used only when the trainer is trl-message)",
                                   elem_id="drift-train-turns", scale=2)
             row_pick = gr.Dropdown([], label="Trainer row as a token view (green = mask 1, gets a gradient)",
                                    elem_id="drift-row-pick", interactive=True, scale=3)

@@ -6,6 +6,7 @@ screen and by the Compare tab for its second rollout. No gradio import: plain Py
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -13,13 +14,29 @@ from ..config import SAMPLE_DIR, Settings
 from ..layout import is_capture_dir
 from .store import Opened, RolloutStore
 
-__all__ = ["list_samples", "open_spec"]
+__all__ = ["list_samples", "sample_label", "sample_choices", "open_spec"]
 
 
 def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
     if not sample_dir.is_dir():
         return []
     return sorted(p.name for p in sample_dir.iterdir() if is_capture_dir(p))
+
+
+def sample_label(name: str, sample_dir: Path = SAMPLE_DIR) -> str:
+    """What a bundled sample is, in a few words (``sample_data/labels.json``), or ""."""
+    try:
+        labels = json.loads((sample_dir / "labels.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    label = labels.get(name) if isinstance(labels, dict) else None
+    return label if isinstance(label, str) else ""
+
+
+def sample_choices(sample_dir: Path = SAMPLE_DIR) -> list[tuple[str, str]]:
+    """The sample picker's (label, name) pairs: each sample named with what it is."""
+    return [(f"{n} — {sample_label(n, sample_dir)}" if sample_label(n, sample_dir) else n, n)
+            for n in list_samples(sample_dir)]
 
 
 def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | None = None,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+import time
 import uuid
 
 import gradio as gr
@@ -44,6 +45,15 @@ def _model_name(choice: str | None, rollout, public: bool) -> str:
     if public and name not in CAPTURE_MODELS:
         raise ValueError(f"In public mode only {', '.join(CAPTURE_MODELS)} can be used for a rescore (got {name!r}).")
     return name
+
+
+def cached_note(key: str | None, session: str | None) -> str:
+    """Said over a rescore this visitor did not run (the result is shared per rollout): whose and when."""
+    got = rescores.origin(key)
+    if got is None or (got[0] and got[0] == session):
+        return ""
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(got[1]))
+    return f"A cached result: this rollout was rescored by another visitor at {when}. Press Rescore to run it yourself."
 
 
 def build(settings: Settings, store, browse) -> None:
@@ -86,14 +96,14 @@ def build(settings: Settings, store, browse) -> None:
         return op.table.texts(list(t.output_ids)) if op.table is not None else None
 
     def panel(key, index, mode=IS.DEFAULT_MODE, lo=_text(IS.DEFAULT_CLIP_MIN), hi=_text(IS.DEFAULT_CLIP_MAX),
-              note: str = "") -> list:
+              request: gr.Request = None, session: str | None = None) -> list:
         op = store.get(key)
         res = rescores.get(key) if op is not None else None
         mode, lo, hi, err = _choice(mode, lo, hi)
         if not torch_available() and res is None:
             head = render.notice_html(TORCH_HINT)
         else:
-            head = render.rescore_summary_html(res, note)
+            head = render.rescore_summary_html(res, cached_note(key, session or getattr(request, "session_hash", None)))
         fig = plots.delta_figure(res, int(index), texts(op, index)) if res is not None and index is not None \
             else plots.delta_figure(None, 0)
         return [head, pd.DataFrame(render.rescore_turn_rows(res), columns=render.RESCORE_COLUMNS), fig,
@@ -112,16 +122,16 @@ def build(settings: Settings, store, browse) -> None:
             choice = None if err else (mode, lo, hi)
         except ValueError:
             choice = None
-        if res.is_choice != choice:
-            rescores.put(key, dataclasses.replace(res, is_choice=choice))
+        if res.is_choice != choice:  # the views rebuild; who ran the rescore, and when, stay
+            rescores.restyle(key, dataclasses.replace(res, is_choice=choice))
         return choice
 
-    def on_is(key, index, mode, lo, hi):
+    def on_is(key, index, mode, lo, hi, request: gr.Request = None):
         with_choice(key, *_choice(mode, lo, hi))
         op = store.get(key)
         turn_vals = browse.select_fn(key, index, "delta") if op is not None and index is not None and \
             rescores.get(key) is not None else [gr.skip()] * len(browse.turn_outputs)
-        return [wire(c, v) for c, v in zip(outs, panel(key, index, mode, lo, hi))] + list(turn_vals)
+        return [wire(c, v) for c, v in zip(outs, panel(key, index, mode, lo, hi, request))] + list(turn_vals)
 
     def new_run() -> str:
         rid = uuid.uuid4().hex[:12]
@@ -130,7 +140,8 @@ def build(settings: Settings, store, browse) -> None:
             _CANCEL.pop(next(iter(_CANCEL)))
         return rid
 
-    def on_run(rid, key, index, model_choice, trainer_choice, is_mode_, is_lo, is_hi, progress=gr.Progress()):
+    def on_run(rid, key, index, model_choice, trainer_choice, is_mode_, is_lo, is_hi, request: gr.Request = None,
+               progress=gr.Progress()):
         skip = [gr.skip()] * (len(outs) - 1 + len(browse.turn_outputs))
 
         def fail(message: str) -> list:
@@ -158,12 +169,14 @@ def build(settings: Settings, store, browse) -> None:
         finally:
             if rid:
                 _CANCEL.pop(rid, None)
-        rescores.put(op.key, res)
+        session = getattr(request, "session_hash", None)
+        rescores.put(op.key, res, session)
         with_choice(op.key, *_choice(is_mode_, is_lo, is_hi))
         turn_vals = browse.select_fn(key, index, "delta") if index is not None else [gr.skip()] * len(
             browse.turn_outputs)
         # postprocess=False (the turn values come serialised from the shared cache): ours too
-        return [wire(c, v) for c, v in zip(outs, panel(key, index, is_mode_, is_lo, is_hi))] + list(turn_vals)
+        return [wire(c, v) for c, v in zip(outs, panel(key, index, is_mode_, is_lo, is_hi, session=session))] + \
+            list(turn_vals)
 
     def on_cancel(rid):
         ev = _CANCEL.get(rid) if rid else None
@@ -176,7 +189,8 @@ def build(settings: Settings, store, browse) -> None:
     run.click(new_run, None, run_id, api_visibility="private", queue=False).then(
         on_run, [run_id, browse.key, browse.turn, model, trainer, is_mode, is_min, is_max],
         outs + list(browse.turn_outputs),
-        api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False)
+        api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False,
+        show_progress_on=[summary])  # one progress bar, on the panel (not on each of its outputs)
     cancel.click(on_cancel, [run_id], summary, api_name="rescore_cancel", queue=False)
     for comp in (browse.key, browse.turn):
         comp.change(panel, [browse.key, browse.turn, is_mode, is_min, is_max], outs, api_visibility="private",

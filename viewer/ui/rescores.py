@@ -3,16 +3,18 @@ view (which adds the ``delta`` colour mode when one exists) and the rescore pane
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["get", "put", "stamp"]
+__all__ = ["get", "put", "restyle", "stamp", "origin"]
 
 _SIZE = 16  # rescores kept (each holds a few floats per trained token)
 _RESULTS: OrderedDict[str, Any] = OrderedDict()
 _LOCK = threading.Lock()
 _STAMPS: dict[str, int] = {}  # key -> number of the rescore last put (0: none): cached views key on it
 _COUNT = 0
+_ORIGIN: dict[str, tuple[str | None, float]] = {}  # key -> (session that ran it, when): others are told it is cached
 
 
 def get(key: str | None) -> Any:
@@ -29,12 +31,34 @@ def stamp(key: str | None) -> int:
         return _STAMPS.get(key, 0) if key in _RESULTS else 0
 
 
-def put(key: str, result: Any) -> None:
+def put(key: str, result: Any, session: str | None = None) -> None:
+    """Keep ``result`` as ``key``'s rescore, run by browser session ``session`` (now)."""
     global _COUNT
     with _LOCK:
         _COUNT += 1
         _STAMPS[key] = _COUNT
         _RESULTS[key] = result
+        _ORIGIN[key] = (session, time.time())
         _RESULTS.move_to_end(key)
         while len(_RESULTS) > _SIZE:
-            _STAMPS.pop(_RESULTS.popitem(last=False)[0], None)
+            gone = _RESULTS.popitem(last=False)[0]
+            _STAMPS.pop(gone, None)
+            _ORIGIN.pop(gone, None)
+
+
+def restyle(key: str, result: Any) -> None:
+    """Replace ``key``'s rescore by the same result under another view choice (the IS mode and bounds):
+    views rebuild (a new stamp), but who ran it and when stay (the cached-result note stays true)."""
+    global _COUNT
+    with _LOCK:
+        if key not in _RESULTS:
+            return
+        _COUNT += 1
+        _STAMPS[key] = _COUNT
+        _RESULTS[key] = result
+
+
+def origin(key: str | None) -> tuple[str | None, float] | None:
+    """(the session that ran ``key``'s rescore, its time.time()), or None when there is none."""
+    with _LOCK:
+        return _ORIGIN.get(key) if key in _RESULTS else None

@@ -161,6 +161,12 @@ class RolloutStore:
     def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
                         override: str) -> Opened:
         choice = tokenizer_for(rollout, self.settings, override, capture_dir=capture_dir)
+        # Ids made from text (no token ids in the file) are shown with the tokenizer that made them
+        # (tokenizer_for): say why in those words, not as if the user had typed an override.
+        derived = rollout.origin.tokenizer
+        if derived and choice.ok and (override or derived) == derived:
+            choice = replace(choice, message=rollout.origin.tokenizer_note
+                             or f"Token ids made from the text with the {derived} tokenizer, and shown with it.")
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
         return Opened(key, rollout, path, choice, table)
 

@@ -39,6 +39,8 @@ function enter() {
   wasDark = document.body.classList.contains('dark');
   document.body.classList.add('ri-present', 'dark');
   bar.hidden = false;
+  const u = new URL(location.href);  // the address says so too (a reload or a shared link presents)
+  if (u.searchParams.get('present') !== '1') { u.searchParams.set('present', '1'); history.replaceState(history.state, '', u.href); }
   show();
 }
 
@@ -92,6 +94,8 @@ function click(id) {
 
 if (!window.__riPresenterKeys) {
   window.__riPresenterKeys = true;
+  // the token view's "Present" button
+  window.addEventListener('ri-present', () => { if (!presenting()) enter(); });
   document.addEventListener('keydown', e => {
     if (!presenting() || e.ctrlKey || e.metaKey || e.altKey) return;
     const t = e.target;

@@ -25,6 +25,14 @@ let marks = {turn: null, list: []}, markSet = new Map();
 const myId = (element.closest('.block') || element).id || '';  // the component's elem_id
 const forMe = e => !(e.detail && typeof e.detail === 'object' && e.detail.target && e.detail.target !== myId);
 
+// The page's address follows the main view's colour mode (a reload or a shared address keeps it).
+function followUrl() {
+  if (myId !== 'token-view') return;
+  const u = new URL(location.href);
+  if (mode === 'mask') u.searchParams.delete('mode'); else u.searchParams.set('mode', mode);
+  if (u.href !== location.href) history.replaceState(history.state, '', u.href);
+}
+
 function bucket(lp) {
   if (lp === null || lp === undefined) return -1;
   let b = 0;
@@ -62,7 +70,7 @@ function drawBar() {
   for (const m of modeList()) {
     const b = el('button', 'ri-btn' + (mode === m ? ' on' : ''), m);
     b.dataset.mode = m;
-    b.onclick = () => { mode = m; drawBar(); draw(); };
+    b.onclick = () => { mode = m; followUrl(); drawBar(); draw(); };
     modes.appendChild(b);
   }
   frag.appendChild(modes);
@@ -88,7 +96,7 @@ function drawBar() {
   const p = D.prompt_len, o = D.ids.length - p;
   info.textContent = `turn ${D.turn} · ${p.toLocaleString()} prompt + ${o.toLocaleString()} output tokens · ` +
     `${D.trained ? 'trained' : (D.kind === 'agent' ? 'NOT trained' : 'bookkeeping, filtered')} · ids: ${D.output_source}` +
-    (p ? ` / prompt: ${D.prompt_source}` : '') + (D.exact ? '' : ' · text from recorded bytes (no tokenizer)');
+    (p ? ` / prompt: ${D.prompt_source}` : '') + (D.exact ? '' : ' · no tokenizer: ids, with text only where the file records it');
   frag.appendChild(info);
   if (D.note) frag.appendChild(el('span', 'ri-tv-note', D.note));
   if (D.prompt_len > D.tail) {
@@ -104,9 +112,21 @@ function drawBar() {
         (document.body.classList.contains('ri-present') ? '&present=1' : '');
       const url = location.origin + location.pathname + '?' + q;
       root.dataset.link = url;
-      if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(url).catch(() => {});
       detail.textContent = 'link: ' + url;
+      // Feedback where the user clicked: the button itself says whether the link is on the clipboard.
+      const said = t => { b.textContent = t; b.classList.add('ri-said'); clearTimeout(b._t);
+                          b._t = setTimeout(() => { b.textContent = 'copy link'; b.classList.remove('ri-said'); }, 2500); };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(url).then(() => said('Copied ✓'), () => said('Not copied: link below'));
+      } else said('Link below');
     };
+    frag.appendChild(b);
+  }
+  if (myId === 'token-view') {  // hidden while presenting (app.css)
+    // Presenter mode (viewer/ui/assets/presenter.js listens): the same view, large, for a room.
+    const b = el('button', 'ri-btn ri-present-btn', 'Present ▸');
+    b.title = 'Presenter mode: large type, ← → turns, j k tokens, m colour, d drift, Esc leaves';
+    b.onclick = () => window.dispatchEvent(new CustomEvent('ri-present'));
     frag.appendChild(b);
   }
   if (pages() > 1) {
@@ -324,6 +344,24 @@ window.addEventListener('ri-marks', e => {
   root.dataset.marks = String(markSet.size);
 });
 
+// The main view marks its turn in the turn list (Gradio draws the list's rows itself, and again
+// as it scrolls: an observer re-marks them).
+let listObs = null;
+function markTurnList() {
+  if (myId !== 'token-view') return;
+  const list = document.querySelector('#turn-list');
+  if (!list) return;
+  if (!listObs) {
+    listObs = new MutationObserver(markTurnList);
+    listObs.observe(list, {childList: true, subtree: true, characterData: true});
+  }
+  list.querySelectorAll('.virtual-row').forEach(r => {
+    const c = r.querySelector('.first-column');
+    const on = !!D && !!c && c.textContent.trim() === String(D.turn);
+    if (r.classList.contains('ri-current') !== on) r.classList.toggle('ri-current', on);
+  });
+}
+
 let loaded = null;  // the payload string now drawn
 function load() {
   // The same payload again (a two-step answer re-sends the token view with the plots): keep
@@ -331,11 +369,17 @@ function load() {
   if (props.value && props.value === loaded && D) return;
   loaded = props.value;
   if (!props.value) { D = null; bar.replaceChildren(); body.replaceChildren(el('span', 'ri-empty', 'No turn selected.')); return; }
+  const was = mode;
   try { D = JSON.parse(props.value); } catch (err) { body.textContent = 'Could not read token data: ' + err; return; }
-  mode = D.mode; showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
+  // The colour mode stays what the user picked while turns change (a turn's payload carries the
+  // default, mask); a payload asking for another (a ?mode= link, a finished rescore's delta) sets it.
+  mode = D.mode !== 'mask' || !modeList().includes(was) ? D.mode : was;
+  followUrl();
+  showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
   spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks();
   root.dataset.n = String(D.ids.length); root.dataset.prompt = String(D.prompt_len); delete root.dataset.selected;
   root.dataset.marks = String(markSet.size);
+  markTurnList();
   if (D.focus) { reveal(D.focus[0]); select(D.focus[0], D.focus[1], true); return; }
   // Open on the answer: the chunks around the prompt/output boundary are hydrated while
   // still detached, then one layout places the boundary near the top.
