@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -232,8 +234,6 @@ def test_summary_fail_on_findings(tmp_path, capsys):
 def test_summary_names_the_tokenizer_without_loading_it():
     """``summary`` only names the tokenizer (tokenizer_for(load=False)): loading it imports
     transformers and torch, seconds for a command that otherwise takes a fraction of one."""
-    import subprocess
-    import sys
 
     code = ("import sys, json, io, contextlib\nfrom viewer.cli import main\nbuf = io.StringIO()\n"
             f"with contextlib.redirect_stdout(buf): rc = main(['summary', {str(SAMPLE)!r}, '--json'])\n"
@@ -248,3 +248,14 @@ def test_every_subcommand_documents_its_json():
     assert {"summary", "drift", "compare", "capture", "rescore"} <= set(COMMANDS)
     for name in COMMANDS:
         assert _documented_keys(name), name
+
+
+@pytest.mark.slow  # a fresh Python process
+def test_a_reader_that_goes_away_is_not_an_error():
+    # `python -m viewer summary ... | head`: the pipe closes before we write; no "error:" line, exit 0
+    p = subprocess.Popen([sys.executable, "-m", "viewer", "summary", str(SAMPLE)], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader is gone before the command writes its first line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 0, err
+    assert "error" not in err.lower() and "Traceback" not in err, err

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Callable
 
@@ -84,6 +85,11 @@ def run(func: Callable[[argparse.Namespace, Settings], int], args: argparse.Name
     """Run one subcommand; an exception becomes one ``error:`` line on stderr and its exit code."""
     try:
         return func(args, settings)
+    except BrokenPipeError:
+        # the reader went away (`... | head`): not an error of ours; stop writing, and keep Python's
+        # exit-time flush from raising again (the recipe of the Python docs, "Note on SIGPIPE")
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return OK
     except Exception as e:  # noqa: BLE001  (every failure is one line and a documented code)
         print(f"error: {_message(e)}", file=sys.stderr)
         return exit_code(e)
