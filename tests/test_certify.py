@@ -190,6 +190,7 @@ def test_cli_card_on_smollm2_folder_and_conversations(capsys, tmp_path):
     assert len([x for x in out.splitlines() if re.match(r"^\w+\s+(pass|fail|error)\s", x)]) == len(battery())
 
 
+@pytest.mark.slow  # TRL's own code in .venv-trl (a fresh process importing trl)
 @pytest.mark.parametrize("name", ["tool_call_as_pieces", "no_reasoning_tool_turn"])
 def test_lost_tokens_equal_trls_own(qwen3, cards, tmp_path, name):
     """TRL 1.14's own `_turns_from_trace` + `_chain_to_sequences` (tests/oracle/trl_oracle.py) on the case

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from viewer import render
 from viewer.config import Settings
 
@@ -43,6 +45,7 @@ def test_certify_api_shows_qwen3_card_and_a_failing_case(client):
     assert pa["t"][k] == "<think>"
 
 
+@pytest.mark.browser
 def test_template_tab_in_browser(page, app_url):
     page.goto(app_url + "/")
     page.get_by_role("tab", name="Template").click()

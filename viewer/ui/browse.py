@@ -16,20 +16,17 @@ import gradio as gr
 from .. import render
 from ..config import Settings
 from ..row_browser import ROW_COLUMNS
-from ..render.shell import first_steps_html, token_view_template
+from ..render.shell import first_steps_html
 from ..views import TURN_COLUMNS, turn_view
 from . import rescores
 from .browse_handlers import PROBLEMS, STATUS, Handlers, Slots, dataset_link, link_spec, wire
 from .opening import list_samples, sample_choices
 from .staged import resolve, staged
 from .store import Opened, RolloutStore
+from .token_view import token_view
 
-__all__ = ["Browse", "BrowseHandlers", "build", "wire", "dataset_link", "link_spec", "TOKEN_VIEW_JS",
-           "TOKEN_VIEW_TEMPLATE"]
+__all__ = ["Browse", "BrowseHandlers", "build", "wire", "dataset_link", "link_spec"]
 
-ASSETS = Path(__file__).parent / "assets"
-TOKEN_VIEW_JS = (ASSETS / "token_view.js").read_text()
-TOKEN_VIEW_TEMPLATE = token_view_template()
 
 
 @dataclass
@@ -108,8 +105,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                                 wrap=False, visible=False)
             table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
                                  max_height=250, wrap=False)
-            view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
-                           elem_id="token-view", apply_default_css=False)
+            view = token_view("token-view")
             under_tokens = gr.Column()  # other screens' panels about these tokens (e.g. the rescore)
             lp_plot = gr.Plot(elem_id="logprob-plot", show_label=False)
             with gr.Row():

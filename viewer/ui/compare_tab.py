@@ -20,7 +20,8 @@ from ..comparison import Comparison, TurnPair, compare
 from ..config import Settings
 from ..sources import SourceError
 from ..tokens import turn_tokens
-from .browse import TOKEN_VIEW_JS, TOKEN_VIEW_TEMPLATE, Browse
+from .browse import Browse
+from .token_view import token_view
 from .opening import open_spec
 from .store import RolloutStore
 
@@ -81,10 +82,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> CompareTab:
                                              "pair's first differing token id is shown."), elem_id="compare-summary")
         pair = gr.Dropdown([], label="turn pair", elem_id="compare-pair", interactive=True)
         with gr.Row(equal_height=False):
-            view_a = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS, elem_id="compare-a",
-                             apply_default_css=False)
-            view_b = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS, elem_id="compare-b",
-                             apply_default_css=False)
+            view_a, view_b = token_view("compare-a"), token_view("compare-b")
     outputs = [keys, summary, pair, view_a, view_b]
 
     def failure(msg: str) -> list:

@@ -15,7 +15,7 @@ from ..config import Settings
 from ..drift import CAUSES, TRAIN_TURNS
 from ..drift.ray_engine import ray_available
 from ..drift.results import SCAN_COLUMNS
-from .browse import TOKEN_VIEW_JS, TOKEN_VIEW_TEMPLATE
+from .token_view import token_view
 from .drift_handlers import (ALL, AUTO, DRIFTED, EMPTY, SCOPES, TRAINERS, ScanPanel, TurnPanel, keep_unpathed,
                              open_scanned)
 
@@ -40,8 +40,7 @@ def build(settings: Settings, store, browse) -> None:
                                   elem_id="drift-train-turns", scale=2)
             row_pick = gr.Dropdown([], label="Trainer row as a token view (green = mask 1, gets a gradient)",
                                    elem_id="drift-row-pick", interactive=True, scale=3)
-        row_view = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS,
-                           elem_id="drift-row-view", apply_default_css=False)
+        row_view = token_view("drift-row-view")
 
     # what each cause costs (viewer.drift.costs): the open rollout's, replaced by a scan's once one runs
     with gr.Accordion("Gradient cost: tokens losing gradient by cause, fork-threshold sweep, what-ifs", open=True,

@@ -17,7 +17,8 @@ from ..config import SAMPLE_DIR, Settings
 from ..layout import TOKENIZER_DIR
 from ..drift.certify import CaseResult, certify_results, divergence_sequences, report
 from ..tokenizer import load_local, load_qwen3, token_table
-from .browse import TOKEN_VIEW_JS, TOKEN_VIEW_TEMPLATE, Browse
+from .browse import Browse
+from .token_view import token_view
 from .store import RolloutStore
 
 __all__ = ["build", "CHOICES"]
@@ -67,10 +68,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
                        elem_id="template-card")
         case = gr.Dropdown([], label="case (opens its first divergence)", elem_id="template-case", interactive=True)
         with gr.Row(equal_height=False):
-            view_a = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS, elem_id="template-a",
-                             apply_default_css=False)
-            view_b = gr.HTML("", html_template=TOKEN_VIEW_TEMPLATE, js_on_load=TOKEN_VIEW_JS, elem_id="template-b",
-                             apply_default_css=False)
+            view_a, view_b = token_view("template-a"), token_view("template-b")
     outputs = [state, card, case, view_a, view_b]
 
     def show(choice: str, key: str | None, name: str | None) -> list:
