@@ -424,6 +424,9 @@ def test_capture_tab_runs_a_capture_and_opens_it(vllm, page, app_url):
     # finished: the capture opens in the viewer
     page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('capture-')",
                            timeout=600000)
+    # the panel's last poll may still show Gradio's "processing" overlay over it: wait until it is gone
+    page.wait_for_function("(document.querySelector('#capture-progress')?.textContent || '').trim()"
+                           ".startsWith('ok · phase done')", timeout=120000)
     text = progress.text_content()
     assert text.strip().startswith("ok · phase done") and "reward 1.0 (6/6 held-out tests)" in text, text[:400]
 

@@ -323,7 +323,7 @@ def test_capture_tab_says_the_first_local_capture_installs_vllm(page, app_withou
 # --- 8. a rescore run by one visitor shows to another as a cached result, with its time ----------------
 
 @pytest.mark.slow
-def test_rescore_by_another_visitor_is_said_to_be_cached(browser, app_url):
+def test_rescore_by_another_visitor_is_said_to_be_cached(browser, app_url, data_root):
     from requires import need
 
     from viewer.config import REPO_ROOT
@@ -337,13 +337,20 @@ def test_rescore_by_another_visitor_is_said_to_be_cached(browser, app_url):
         from viewer.rescore.model import resolve_model
 
         resolve_model("tiny-qwen3")
+    # its own copy of the sample: rescores are shared per rollout for the whole app, and other tests
+    # (test_rescore_browser.py) rely on the bundled sample having none yet
+    import shutil
+
+    own = data_root / "cached-rescore-qwen3-tiny"
+    if not own.exists():
+        shutil.copytree(REPO_ROOT / "sample_data" / "qwen3-tiny", own)
     pages = []
     for _ in range(2):
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         pages.append(ctx.new_page())
     a, b = pages
     try:
-        _open(a, app_url, "source=sample:qwen3-tiny&turn=1")
+        _open(a, app_url, f"source={own.name}&turn=1")
         a.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
         # 11: the rescore's progress is drawn once (it was drawn over each of its outputs)
         a.evaluate("""() => { window.__riMostTrackers = 0;
@@ -361,7 +368,7 @@ def test_rescore_by_another_visitor_is_said_to_be_cached(browser, app_url):
         cells = a.evaluate("[...document.querySelectorAll('#rescore-turns .body-cell')].map(c => c.textContent.trim())")
         decimals = [len(c.split(".")[1]) for c in cells if c.replace(".", "", 1).replace("-", "", 1).isdigit() and "." in c]
         assert decimals and max(decimals) <= 4, cells
-        _open(b, app_url, "source=sample:qwen3-tiny&turn=1")
+        _open(b, app_url, f"source={own.name}&turn=1")
         b.locator("#rescore-panel").get_by_text("Trainer-side logprobs").click()
         b.wait_for_function("document.querySelector('#rescore-summary')?.textContent.includes('mean |Δ|')",
                             timeout=30000)
