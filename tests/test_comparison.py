@@ -230,6 +230,31 @@ def test_different_tokenizers_are_aligned_by_text(qwen3, smollm2, out_a, out_b):
     assert doc["text"]["b_token"]["position"] == pb
 
 
+def sample_text_divergence(tok_a, tok_b, rec_a: dict, rec_b: dict) -> tuple[int, int, int] | None:
+    """(first differing byte, A's token there, B's token there) of two trace.json records, from
+    each tokenizer's own decode (the first token whose prefix decodes past that byte); None when equal."""
+    def text(tok, ids):
+        return tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False).encode("utf-8")
+
+    ids_a, ids_b = (r["prompt_token_ids"] + r["completion_token_ids"] for r in (rec_a, rec_b))
+    ta, tb = text(tok_a, ids_a), text(tok_b, ids_b)
+    if ta == tb:
+        return None
+    k = len(__import__("os").path.commonprefix([ta, tb]))
+
+    def at(tok, ids):
+        lo, hi = 0, len(ids)  # smallest i with len(text(ids[:i + 1])) > k
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if len(text(tok, ids[:mid + 1])) > k:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    return k, at(tok_a, ids_a), at(tok_b, ids_b)
+
+
 def test_the_two_samples_diverge_where_their_texts_do(qwen3, smollm2):
     """qwen3-tiny vs smollm2 (same task, another model and vocabulary): no longer "diverges at 0"
     everywhere, but at the first byte where the two records' decoded texts differ."""
@@ -254,6 +279,7 @@ def test_the_two_samples_diverge_where_their_texts_do(qwen3, smollm2):
             assert len(tok.decode(ids[:pos], skip_special_tokens=False).encode("utf-8")) <= k
             assert len(tok.decode(ids[:pos + 1], skip_special_tokens=False).encode("utf-8")) > k
             assert tid == ids[pos]
+        assert sample_text_divergence(qwen3, smollm2, ra, rb) == (k, pair.text.a_position, pair.text.b_position)
     assert res.alignment == "text" and any("aligned by text" in n for n in res.notes)
 
 
