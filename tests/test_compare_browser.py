@@ -1,5 +1,6 @@
 """The Compare tab (``#compare-view``) in Debian chromium: ``?source=A&compare=B`` opens it on the
-first divergence, side by side; a typed B compares with the open rollout; bad input says why.
+first divergence, side by side; a typed B compares with the open rollout; bad input says why; the
+B picker lists the bundled samples, and two samples with different tokenizers are aligned by text.
 
 The pair of captures differs at one sampled token, placed by hand (tests/test_comparison.py's
 ``_edit_output``), so the expected position is known without the viewer.
@@ -11,7 +12,7 @@ import shutil
 
 import pytest
 from captures import write_capture
-from test_comparison import _edit_output
+from test_comparison import _edit_output, sample_text_divergence
 
 pytestmark = pytest.mark.browser
 
@@ -64,3 +65,40 @@ def test_typed_b_compares_with_the_open_rollout(page, app_url):
     page.wait_for_function("document.querySelector('#compare-summary')?.textContent.includes('outside the allowed')",
                            timeout=30000)
     assert "root:x:0:0" not in page.content()
+
+
+def test_picker_lists_the_samples_and_two_tokenizers_align_by_text(page, app_url, qwen3):
+    """qwen3-tiny (Qwen3 vocabulary) against smollm2 (SmolLM2's), picked from the list: the
+    expected byte and tokens come from each tokenizer's own decode of the samples' trace.json."""
+    from pathlib import Path
+
+    from viewer.tokenizer import load_local
+
+    samples = Path(__file__).resolve().parent.parent / "sample_data"
+    recs = [json.loads((samples / s / "trace.json").read_text()) for s in ("qwen3-tiny", "smollm2")]
+    smol = load_local(str(samples / "smollm2" / "tokenizer"))
+    first = next(i for i, (ra, rb) in enumerate(zip(*recs)) if sample_text_divergence(qwen3, smol, ra, rb))
+    k, pa, pb = sample_text_divergence(qwen3, smol, recs[0][first], recs[1][first])
+    ids_a, ids_b = (r[first]["prompt_token_ids"] + r[first]["completion_token_ids"] for r in recs)
+
+    page.goto(f"{app_url}/?source=sample:qwen3-tiny")
+    page.wait_for_function("document.querySelector('#token-view .ri-tv')?.dataset.painted > 0", timeout=60000)
+    page.get_by_role("tab", name="Compare").click()
+    page.locator("#compare-source input").first.click()
+    options = page.get_by_role("option")
+    options.first.wait_for(timeout=30000)
+    texts = options.all_text_contents()
+    assert any("sample:qwen3-tiny" in t for t in texts) and any("sample:smollm2" in t for t in texts)
+    options.filter(has_text="sample:smollm2").first.click()
+    page.locator("#compare-run").click()
+    page.wait_for_function("document.querySelector('#compare-summary')?.textContent.includes('aligned by text')",
+                           timeout=120000)
+    summary = page.locator("#compare-summary").text_content()
+    assert "tokenizers differ" in summary and f"byte {k:,}" in summary
+    assert page.locator("#compare-summary .ri-d-cur .ri-cmp-at").count() == 2  # marked on both sides
+    # each token view opens on its own token covering the first differing byte
+    page.wait_for_function(f"document.querySelector('{B}')?.dataset.selected === '{pb}-{pb}'", timeout=60000)
+    assert page.locator(A).get_attribute("data-selected") == f"{pa}-{pa}"
+    assert f"id {ids_a[pa]}" in page.locator(f"{A} .ri-tv-detail").text_content()
+    assert f"id {ids_b[pb]}" in page.locator(f"{B} .ri-tv-detail").text_content()
+    assert page.locator(f"{A} .tk.sel").count() == 1 and page.locator(f"{B} .tk.sel").count() == 1

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from test_comparison import first_difference, raw_sequences
+from test_comparison import raw_sequences
 
 from viewer import cli
 
@@ -18,6 +18,8 @@ REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_data"
 KEYS = {"a_turn", "b_turn", "common_prefix", "first_divergence"}
 DIV_KEYS = {"position", "part", "a_id", "b_id", "a_text", "b_text"}
+TEXT_KEYS = {"common_bytes", "a_bytes", "b_bytes", "divergence_byte", "a_common_tokens", "b_common_tokens",
+             "a_token", "b_token", "a_run", "b_run"}
 
 
 @pytest.mark.slow  # a fresh Python process running the whole CLI
@@ -32,21 +34,40 @@ def test_self_compare_in_a_subprocess_finds_no_divergence():
     assert len(doc["turns"]) == len(raw)
     for t, (_, ids, _) in zip(doc["turns"], raw):
         assert KEYS <= set(t) and t["first_divergence"] is None and t["common_prefix"] == len(ids)
+        assert t["alignment"] == "ids" and t["text"] is None
 
 
-def test_two_tasks_json_names_the_raw_first_divergence(capsys):
+def test_two_tokenizers_json_aligns_by_text(capsys):
+    """qwen3-tiny vs smollm2: different vocabularies, so each pair is aligned by text; the first
+    differing byte is the one of the two records' texts (decoded by each model's own tokenizer)."""
+    from viewer.tokenizer import load_local, load_qwen3
+
     assert cli.main(["compare", str(SAMPLES / "qwen3-tiny"), str(SAMPLES / "smollm2"), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
+    toks = load_qwen3(), load_local(str(SAMPLES / "smollm2" / "tokenizer"))
     ra, rb = raw_sequences(SAMPLES / "qwen3-tiny"), raw_sequences(SAMPLES / "smollm2")
     assert doc["identical"] is False and len(doc["turns"]) == len(ra) == len(rb)
     for t, (_, a, _), (_, b, _) in zip(doc["turns"], ra, rb):
-        d = t["first_divergence"]
-        k = first_difference(a, b)
-        assert set(d) == DIV_KEYS and d["position"] == k == t["common_prefix"]
-        assert (d["a_id"], d["b_id"]) == (a[k], b[k])
-    # same text, different vocabularies: both sides start with <|im_start|>, under different ids
-    first = doc["turns"][0]["first_divergence"]
-    assert first["a_text"] == first["b_text"] == "<|im_start|>" and first["a_id"] != first["b_id"]
+        ta, tb = (tok.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False).encode()
+                  for tok, ids in zip(toks, (a, b)))
+        k = len(os.path.commonprefix([ta, tb]))
+        d, text = t["first_divergence"], t["text"]
+        assert t["alignment"] == "text" and set(text) == TEXT_KEYS and text["common_bytes"] == k
+        if ta == tb:
+            assert d is None and text["divergence_byte"] is None
+            continue
+        assert set(d) == DIV_KEYS and text["divergence_byte"] == k and d["position"] > 0
+        assert d["position"] == t["common_prefix"] == text["a_common_tokens"] == text["a_token"]["position"]
+        assert (d["a_id"], d["b_id"]) == (a[d["position"]], b[text["b_token"]["position"]])
+        assert text["a_token"]["start"] <= k < text["a_token"]["end"] and text["b_token"]["start"] <= k < text["b_token"]["end"]
+    assert doc["alignment"] == "text"
+
+
+def test_plain_output_says_it_aligned_by_text(capsys):
+    assert cli.main(["compare", str(SAMPLES / "qwen3-tiny"), str(SAMPLES / "smollm2")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].startswith("aligned by text (tokenizers differ: ") and "smollm2" in out[2]
+    assert not any("diverges at 0 " in line for line in out) and any("diverges at byte " in line for line in out)
 
 
 def test_plain_output_lists_every_pair(capsys):

@@ -6,6 +6,11 @@ would see them: prompt ids then output ids of each call. A prompt recorded witho
 rendered the way ``trl-message`` renders it (:func:`viewer.drift.trainer.message_prompt_ids`)
 and labelled ``rerender``, so a text-only source is compared on what TRL would train on.
 
+Across tokenizers (the two token tables spell ids differently) ids say nothing: each pair is
+then aligned by text (:mod:`viewer.text_align`, UTF-8 bytes) and its divergence is the token
+covering the first differing byte on each side (``alignment: "text"``). Same vocabulary, or no
+tables to spell the ids with: ids are compared as above (``alignment: "ids"``).
+
 Pairing: the k-th agent turn of A with the k-th agent turn of B; bookkeeping calls (title,
 compaction, ...) with the call of the same role and rank on the other side. Pairs follow A's
 call order; calls only B has come last, in B's order.
@@ -18,6 +23,7 @@ from typing import Any
 
 from .drift.causes import common_prefix
 from .rollout import Rollout, Turn
+from .text_align import TextAlignment, align_text, same_vocab
 from .tokens import TokenTexts, turn_tokens
 
 __all__ = ["Divergence", "TurnPair", "Comparison", "pair_turns", "trainer_prompt", "compare"]
@@ -29,7 +35,9 @@ class Divergence:
 
     ``part`` is ``output`` when the position lies in both outputs (the prompts were identical
     up to there and both had ended), else ``prompt``. An id is None where that side has no
-    token at ``position`` (one sequence is a prefix of the other, or the turn is unpaired)."""
+    token at ``position`` (one sequence is a prefix of the other, or the turn is unpaired).
+    In a text-aligned pair ``position`` is A's token at the first differing byte and ``b_id`` /
+    ``b_text`` B's token there (its position: ``TurnPair.text.b_position``)."""
 
     position: int
     part: str
@@ -50,8 +58,18 @@ class TurnPair:
     label: str  # "agent 1", "title 1", ...: the rank that paired them
     a: Turn | None
     b: Turn | None
-    common_prefix: int
+    common_prefix: int  # ids: the common id prefix; text: A's tokens wholly inside the common text
     first_divergence: Divergence | None
+    alignment: str = "ids"  # "text" when the two sides' tokenizers differ (see the module doc)
+    text: TextAlignment | None = None
+
+    def position(self, which: str) -> int | None:
+        """The diverging token's position on side ``which`` (``a``/``b``), None when identical."""
+        if self.first_divergence is None:
+            return None
+        if self.text is not None:
+            return self.text.a_position if which == "a" else self.text.b_position
+        return self.first_divergence.position
 
     @staticmethod
     def _side(t: Turn | None) -> dict[str, Any]:
@@ -66,7 +84,8 @@ class TurnPair:
                 "common_prefix": self.common_prefix,
                 "first_divergence": self.first_divergence.to_dict() if self.first_divergence else None,
                 "a_prompt_len": a["prompt_len"], "b_prompt_len": b["prompt_len"], "a_len": a["len"],
-                "b_len": b["len"], "a_prompt_source": a["prompt_source"], "b_prompt_source": b["prompt_source"]}
+                "b_len": b["len"], "a_prompt_source": a["prompt_source"], "b_prompt_source": b["prompt_source"],
+                "alignment": self.alignment, "text": self.text.to_dict() if self.text is not None else None}
 
 
 @dataclass
@@ -75,6 +94,8 @@ class Comparison:
     b_source: str
     pairs: list[TurnPair] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    alignment: str = "ids"  # "text": the tokenizers differ, every pair is aligned by text
+    tokenizers: tuple[str | None, str | None] = (None, None)
 
     @property
     def identical(self) -> bool:
@@ -86,7 +107,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"a": self.a_source, "b": self.b_source, "identical": self.identical,
-                "turns": [p.to_dict() for p in self.pairs], "notes": list(self.notes)}
+                "turns": [p.to_dict() for p in self.pairs], "notes": list(self.notes), "alignment": self.alignment}
 
 
 def _rank_keys(r: Rollout) -> list[tuple[tuple[str, int], Turn]]:
@@ -140,20 +161,36 @@ def _text(t: Turn, table: TokenTexts | None, i: int) -> str | None:
     return turn_tokens(t, None).texts[i]  # the token view's own text without a tokenizer
 
 
+def _part(a: Turn | None, b: Turn | None, ka: int, kb: int) -> str:
+    in_out_a = a is None or ka >= len(a.prompt_ids)
+    in_out_b = b is None or kb >= len(b.prompt_ids)
+    part = "output" if in_out_a and in_out_b and a is not None and b is not None else "prompt"
+    if a is None or b is None:  # an unpaired call: its own part at position 0
+        one = a if a is not None else b
+        part = "prompt" if one.prompt_ids else "output"
+    return part
+
+
+def _text_pair(label: str, a: Turn | None, b: Turn | None, tables: tuple[Any, Any]) -> TurnPair:
+    sa = (list(a.prompt_ids) + list(a.output_ids)) if a is not None else []
+    sb = (list(b.prompt_ids) + list(b.output_ids)) if b is not None else []
+    al = align_text(sa, sb, tables[0], tables[1])
+    if a is not None and b is not None and al.divergence_byte is None:
+        return TurnPair(label, a, b, len(sa), None, "text", al)
+    ka, kb = al.a_position, al.b_position
+    ta, tb = al.token("a"), al.token("b")
+    div = Divergence(position=ka, part=_part(a, b, ka, kb), a_id=ta.id if ta else None, b_id=tb.id if tb else None,
+                     a_text=ta.text if ta else None, b_text=tb.text if tb else None)
+    return TurnPair(label, a, b, ka, div, "text", al)
+
+
 def _pair(label: str, a: Turn | None, b: Turn | None, tables: tuple[Any, Any]) -> TurnPair:
     sa = (list(a.prompt_ids) + list(a.output_ids)) if a is not None else []
     sb = (list(b.prompt_ids) + list(b.output_ids)) if b is not None else []
     k = common_prefix(sa, sb)
     if a is not None and b is not None and k == len(sa) == len(sb):
         return TurnPair(label, a, b, k, None)
-    pa = len(a.prompt_ids) if a is not None else 0
-    pb = len(b.prompt_ids) if b is not None else 0
-    in_out_a = a is None or k >= pa
-    in_out_b = b is None or k >= pb
-    part = "output" if in_out_a and in_out_b and a is not None and b is not None else "prompt"
-    if a is None or b is None:  # an unpaired call: its own part at position 0
-        one = a if a is not None else b
-        part = "prompt" if one.prompt_ids else "output"
+    part = _part(a, b, k, k)
     div = Divergence(position=k, part=part,
                      a_id=sa[k] if k < len(sa) else None, b_id=sb[k] if k < len(sb) else None,
                      a_text=_text(a, tables[0], k) if a is not None else None,
@@ -166,11 +203,19 @@ def compare(a: Rollout, b: Rollout, *, tok_a: Any = None, tok_b: Any = None,
     """Pair the calls of ``a`` and ``b`` and find each pair's first divergence.
 
     ``tok_*`` render prompts that have no ids (as the trainer would); ``table_*`` give the
-    token texts (``viewer.tokenizer.TokenTable``; without one, the recorded bytes)."""
-    res = Comparison(a.source, b.source)
-    name_a = getattr(tok_a, "name_or_path", None)
-    name_b = getattr(tok_b, "name_or_path", None)
-    if tok_a is not None and tok_b is not None and name_a != name_b:
+    token texts (``viewer.tokenizer.TokenTable``; without one, the recorded bytes). Two tables
+    with different vocabularies make every pair a text alignment (see the module doc)."""
+    name_a = getattr(table_a, "name", None) or getattr(tok_a, "name_or_path", None)
+    name_b = getattr(table_b, "name", None) or getattr(tok_b, "name_or_path", None)
+    res = Comparison(a.source, b.source, tokenizers=(name_a, name_b))
+    # Ids are comparable when both tables spell every id alike (whatever the tokenizers are
+    # called); without both tables nothing can spell them, so ids are all there is.
+    by_text = table_a is not None and table_b is not None and not same_vocab(table_a, table_b)
+    if by_text:
+        res.alignment = "text"
+        res.notes.append(f"The rollouts use different tokenizers ({name_a} vs {name_b}): each pair is aligned by "
+                         "text (UTF-8 bytes) and diverges at the first differing byte.")
+    elif tok_a is not None and tok_b is not None and name_a != name_b and (table_a is None or table_b is None):
         res.notes.append(f"The rollouts use different tokenizers ({name_a} vs {name_b}): the same text may have "
                          "different ids.")
     for label, ta, tb in pair_turns(a, b):
@@ -182,5 +227,5 @@ def compare(a: Rollout, b: Rollout, *, tok_a: Any = None, tok_b: Any = None,
             elif t is not None and not t.prompt_ids and t.kind == "agent":
                 res.notes.append(f"{side} turn {t.index}: no prompt ids and none could be rendered "
                                  "(no tokenizer or no messages): only outputs are compared.")
-        res.pairs.append(_pair(label, ta, tb, (table_a, table_b)))
+        res.pairs.append((_text_pair if by_text else _pair)(label, ta, tb, (table_a, table_b)))
     return res

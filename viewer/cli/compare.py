@@ -1,4 +1,5 @@
-"""``python -m viewer compare A B [--json]``: where two rollouts' token ids first differ, per turn.
+"""``python -m viewer compare A B [--json]``: where two rollouts' token ids first differ, per turn
+(across tokenizers: where their texts first differ, and the token covering that byte on each side).
 
 A and B are anything ``summary`` opens (capture folders, trace/turns files, dataset files or
 folders, ``hf://`` sources); ``--a-row`` / ``--b-row`` pick dataset rows, so two rollouts of one
@@ -40,14 +41,38 @@ def _short(s: str | None, n: int = 24) -> str:
     return v if len(v) <= n else v[: n - 1] + "…"
 
 
-def _print(res: Comparison) -> None:
+def _run(run: list, pos: int) -> str:
+    """A run of tokens, the diverging one in brackets."""
+    return " ".join(f"[{_short(t.text)}]" if t.position == pos else _short(t.text) for t in run) or "(ends)"
+
+
+def _print_text_pair(p: Any, head: str) -> None:
+    d, al, fd = p.to_dict(), p.text, p.first_divergence
+    head += f"  common text {al.common_bytes:>7,} B (A {al.a_position:,} / B {al.b_position:,} tokens)"
+    if fd is None:
+        print(f"{head}  identical text ({d['a_len']:,} / {d['b_len']:,} tokens)")
+        return
+    print(f"{head}  diverges at byte {al.divergence_byte:,} ({fd.part}): A {al.a_position:,} {fd.a_id} "
+          f"{_short(fd.a_text)} vs B {al.b_position:,} {fd.b_id} {_short(fd.b_text)}")
+    print(f"{'':14}A  {_run(al.a_run, al.a_position)}")
+    print(f"{'':14}B  {_run(al.b_run, al.b_position)}")
+
+
+def _print(res: Comparison, names: dict[str, str | None] | None = None) -> None:
     print(f"A: {res.a_source}")
     print(f"B: {res.b_source}")
+    if res.alignment == "text":
+        na, nb = (names["a"], names["b"]) if names else res.tokenizers
+        print(f"aligned by text (tokenizers differ: {na}, {nb})")
     for p in res.pairs:
         d = p.to_dict()
         head = f"{p.label:<12} A turn {d['a_turn'] if d['a_turn'] is not None else '-':>3}  " \
-               f"B turn {d['b_turn'] if d['b_turn'] is not None else '-':>3}  common prefix {p.common_prefix:>7,}"
+               f"B turn {d['b_turn'] if d['b_turn'] is not None else '-':>3}"
         fd = p.first_divergence
+        if p.text is not None:
+            _print_text_pair(p, head)
+            continue
+        head += f"  common prefix {p.common_prefix:>7,}"
         if fd is None:
             print(f"{head}  identical ({d['a_len']:,} tokens)")
         else:
@@ -67,7 +92,7 @@ def _cmd_compare(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json({**res.to_dict(), "tokenizers": names})
     else:
-        _print(res)
+        _print(res, names)
     return FINDINGS if args.fail_on_findings and not res.identical else OK
 
 
@@ -76,7 +101,8 @@ def add_parser(sub: Any) -> None:
                        description="Pair the calls of rollouts A and B (k-th agent turn with k-th agent turn, "
                                    "bookkeeping calls by role) and report, per pair, the common prefix of "
                                    "prompt+output ids and the first divergence. Prompts without ids are rendered "
-                                   "as trl-message renders them.")
+                                   "as trl-message renders them. When the two tokenizers differ, pairs are "
+                                   "aligned by text (UTF-8 bytes) instead of ids.")
     p.add_argument("a", metavar="A", help="capture folder, trace/turns file, dataset file or folder, or hf://...")
     p.add_argument("b", metavar="B", help="the same kinds as A")
     add_common(p, findings="the two differ")

@@ -3,7 +3,9 @@
 B is named like a deep link's ``source=`` (``sample:NAME``, a path inside the data root,
 ``hf://...``; a row for datasets). :func:`viewer.comparison.compare` pairs the turns; the
 table lists each pair's common prefix and first divergence, and the two token views show the
-chosen pair side by side, each opened on the divergence. ``?source=A&compare=B`` (with
+chosen pair side by side, each opened on the divergence (two tokenizers: each side on its token
+covering the first differing byte, :mod:`viewer.text_align`). The B picker lists the bundled
+samples and takes a typed source. ``?source=A&compare=B`` (with
 ``compare_row=N`` for a dataset row) opens here directly.
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..sources import SourceError
 from ..tokens import turn_tokens
 from .browse import Browse
 from .token_view import token_view
-from .opening import open_spec
+from .opening import list_samples, open_spec, sample_label
 from .store import RolloutStore
 
 __all__ = ["build", "CompareTab"]
@@ -60,8 +62,11 @@ def _side(pair: TurnPair, which: str, op, settings: Settings) -> str:
     tt = turn_tokens(turn, op.table)
     fd = pair.first_divergence
     n = len(tt.ids)
-    focus = (fd.position, fd.position) if fd is not None and fd.position < n else None
+    pos = pair.position(which)  # a text-aligned pair: this side's token at the first differing byte
+    focus = (pos, pos) if pos is not None and pos < n else None
     note = f"{'A' if which == 'a' else 'B'}: {op.rollout.source}"
+    if pair.text is not None and pair.text.divergence_byte is not None:
+        note += f" · aligned by text: first differing byte {pair.text.divergence_byte:,}"
     if fd is not None and focus is None:
         note += f" · this side ends at {n:,}, where the other goes on"
     return render.token_view_payload(turn, tt, render.ViewOptions.from_settings(settings, focus=focus, mode="mask",
@@ -72,14 +77,18 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> CompareTab:
     keys = gr.State(None)  # (store key of A, store key of B)
     with gr.Column(elem_id="compare-view"):
         with gr.Row(equal_height=True):
-            spec = gr.Textbox(label="Compare the open rollout (A) with B",
-                              placeholder="sample:NAME, a path inside the data root, or hf://datasets/OWNER/NAME",
-                              elem_id="compare-source", scale=5)
+            # the bundled samples to pick, or any source typed (a path, hf://...): the same check either way
+            spec = gr.Dropdown([(f"sample:{name} — {label}" if label else f"sample:{name}", f"sample:{name}")
+                                for label, name in ((sample_label(n), n) for n in list_samples())],
+                               value=None, allow_custom_value=True, label="Compare the open rollout (A) with B",
+                               info="a bundled sample, or type sample:NAME, a path inside the data root, or "
+                                    "hf://datasets/OWNER/NAME", elem_id="compare-source", scale=5)
             row = gr.Number(label="row of B (datasets)", precision=0, elem_id="compare-row", scale=1, min_width=100)
             btn = gr.Button("Compare", elem_id="compare-run", scale=1, min_width=90)
-        summary = gr.HTML(render.notice_html("Open a rollout (A), name a second one (B) and press Compare. "
-                                             "Turns are paired (k-th agent turn with k-th agent turn) and each "
-                                             "pair's first differing token id is shown."), elem_id="compare-summary")
+        summary = gr.HTML(render.notice_html("Open a rollout (A), pick or name a second one (B) and press "
+                                             "Compare. Turns are paired (k-th agent turn with k-th agent turn) and "
+                                             "each pair's first differing token id is shown; when the two "
+                                             "tokenizers differ, the first differing byte of their texts."), elem_id="compare-summary")
         pair = gr.Dropdown([], label="turn pair", elem_id="compare-pair", interactive=True)
         with gr.Row(equal_height=False):
             view_a, view_b = token_view("compare-a"), token_view("compare-b")
@@ -118,6 +127,5 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> CompareTab:
         return show(ks[0], ks[1], label)
 
     btn.click(run, [b.key, spec, row], outputs, api_name="compare")
-    spec.submit(run, [b.key, spec, row], outputs, api_visibility="private")
     pair.input(on_pair, [keys, pair], outputs, api_visibility="private")
     return CompareTab(outputs + [spec, row], lambda ka, text, n: run(ka, text, n) + [text, n])
