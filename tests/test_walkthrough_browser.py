@@ -127,6 +127,12 @@ def test_newcomer_walkthrough(browser, app_url, tmp_path):
         _wait_text(page, "#presenter .ri-pr-title", f"turn {there}")
         page.keyboard.press("j")
         page.wait_for_function(f"document.querySelector('{TV}').dataset.selected !== undefined", timeout=5000)
+        # d: the turn's drift, computed by the server once the Present button told it (every turn of
+        # this random-weight sample re-encodes differently somewhere)
+        page.wait_for_function(f"Number(document.querySelector('{TV}').dataset.marks) > 0", timeout=30000)
+        page.keyboard.press("d")
+        _wait_text(page, "#presenter .ri-pr-state", "changed span")
+        page.keyboard.press("d")
         page.screenshot(path=str(out / next(shot)))
         page.keyboard.press("Escape")
         page.wait_for_function("!document.body.classList.contains('ri-present')", timeout=5000)
