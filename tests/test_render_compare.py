@@ -56,4 +56,5 @@ def test_presenter_payload_is_safe_json():
     out = render.presenter_payload(2, [Mark(5, 7, "roundtrip", HOSTILE[0])], note=HOSTILE[5])
     assert "<" not in out
     doc = json.loads(out)
-    assert doc == {"turn": 2, "marks": [[5, 7, f"roundtrip: {HOSTILE[0]}"]], "note": HOSTILE[5]}
+    assert doc == {"turn": 2, "marks": [[5, 7, f"roundtrip: {HOSTILE[0]}", "roundtrip"]], "note": HOSTILE[5],
+                   "first": False, "last": False}

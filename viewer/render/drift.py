@@ -200,6 +200,22 @@ def drift_rows_html(tr: Any, turn_index: int | None = None) -> str:
             f"<tbody>{''.join(trs)}</tbody></table>{totals}</section>")
 
 
+def _rerender_badge(tc: Any) -> str:
+    """The header's re-render badge, in the words of the section below: ``tc.equal`` is the
+    vLLM-style render's answer, so when the plain TRL-style render (the one a trl-message trainer
+    re-renders) answers otherwise, the badge names both instead of calling the prompt "equal" above
+    a section that says "differs"."""
+    if tc.equal is None:
+        return _badge("re-render: not checked", "na")
+    plain = tc.plain
+    if plain is None or plain.error or plain.equal is None or plain.equal == tc.equal:
+        return _badge("re-render: " + ("equal" if tc.equal else f"{tc.cause}"), _state(tc.equal))
+    def said(equal: bool, cause: str | None) -> str:
+        return "equal" if equal else "differs" + (f" ({cause})" if cause else "")
+    return _badge(f"re-render: vLLM-style {said(tc.equal, tc.cause)}, TRL-style {said(plain.equal, plain.cause)}",
+                  "bad")
+
+
 def drift_turn_html(report: Any, table: Any = None, tokenizer_note: str = "") -> str:
     """The whole per-turn drift report (a :class:`viewer.drift.TurnReport`)."""
     t = report.turn
@@ -208,8 +224,7 @@ def drift_turn_html(report: Any, table: Any = None, tokenizer_note: str = "") ->
         _badge("round trip: " + ("identical" if rt.equal else ("not checked" if rt.equal is None else
                                                             f"{len(rt.changed_spans)} span(s), {rt.cause}")),
                _state(rt.equal)),
-        _badge("re-render: " + ("equal" if tc.equal else ("not checked" if tc.equal is None else f"{tc.cause}")),
-               _state(tc.equal)),
+        _rerender_badge(tc),
         _badge("prefix: " + pc.status + (f", {pc.cause}" if pc.cause else ""),
                {"clean": "ok", "broken": "bad"}.get(pc.status, "na")),
     ]

@@ -22,6 +22,9 @@ from .drift_handlers import (ALL, AUTO, DRIFTED, EMPTY, SCOPES, TRAINERS, ScanPa
 __all__ = ["build", "SCOPES", "keep_unpathed", "open_scanned"]
 
 
+SCAN_WIDTHS = (16, 4, 6, 6, 9, 5, 6, 9, 6, 9, 6, 5, 6, 7)  # % of the scan table per SCAN_COLUMNS entry
+
+
 def build(settings: Settings, store, browse) -> None:
     """Create this screen's components inside the current gr.Tab and wire its events."""
     with gr.Row(equal_height=True, elem_id="drift-controls"):
@@ -61,13 +64,15 @@ def build(settings: Settings, store, browse) -> None:
             engine = gr.Radio(["local", "ray"], value="local", label="Engine", elem_id="drift-scan-engine", scale=1,
                               visible=ray_available() is None, min_width=120)
         with gr.Row():
-            scan_btn = gr.Button("Scan", variant="primary", elem_id="drift-scan")
-            cancel_btn = gr.Button("Cancel", variant="stop", elem_id="drift-cancel")
+            scan_btn = gr.Button("Scan", variant="primary", size="sm", elem_id="drift-scan", scale=0, min_width=120)
+            cancel_btn = gr.Button("Cancel", variant="stop", size="sm", elem_id="drift-cancel", scale=0, min_width=120)
         scan_summary = gr.HTML("", elem_id="drift-scan-summary")
         cause_f = gr.Dropdown([ALL, DRIFTED, *CAUSES], value=ALL, label="filter by cause (click a row to open it)",
                               elem_id="drift-cause-filter")
+        assert len(SCAN_WIDTHS) == len(SCAN_COLUMNS), "one width per scan column"
+        # 14 columns in the page's width: fixed shares (the rollout's name widest), long cells wrap
         table = gr.Dataframe(headers=SCAN_COLUMNS, interactive=False, elem_id="drift-scan-table", max_height=320,
-                             wrap=False)
+                             wrap=True, column_widths=[f"{w}%" for w in SCAN_WIDTHS])
         with gr.Row():
             cause_plot = gr.Plot(elem_id="drift-cause-plot", show_label=False)
             rollout_plot = gr.Plot(elem_id="drift-rollout-plot", show_label=False)

@@ -5,7 +5,8 @@ The keyboard, the large type and the hidden chrome are all in the browser
 (``assets/presenter.js``, ``app.css``); turns change through the browse screen's own prev/next
 buttons and the token cursor through the token view's ``ri-select-token`` event, so what is
 shown is exactly what the Tokens tab shows. The server adds one thing: while presenting, the
-selected turn's drift marks (:func:`viewer.drift.marks.drift_marks`), which ``d`` highlights.
+selected turn's drift marks (:func:`viewer.drift.marks.drift_marks`), which ``d`` highlights,
+and whether the turn is the rollout's first or last (the bar says so before ← / → is pressed).
 """
 from __future__ import annotations
 
@@ -37,19 +38,36 @@ def build(settings: Settings, store: RolloutStore, b: Browse):
         op = store.get(key)
         if op is None or index is None:
             return render.presenter_payload(None, [])
+        try:
+            index = int(index)
+        except (TypeError, ValueError, OverflowError):  # the turn comes from state, but never trust it
+            return render.presenter_payload(None, [])
+        turns = [t.index for t in op.rollout.turns]
+        ends = {"first": bool(turns) and index == turns[0], "last": bool(turns) and index == turns[-1]}
         tok = op.choice.tokenizer
         if tok is None:
-            return render.presenter_payload(int(index), [], "no tokenizer: drift checks need one")
+            return render.presenter_payload(int(index), [], "no tokenizer: drift checks need one", **ends)
         try:
             rep = turn_report(op.rollout, int(index), tok, plain=False)
         except KeyError:
             return render.presenter_payload(None, [])
         except Exception as e:  # a check failing on odd data must not stop the presentation
-            return render.presenter_payload(int(index), [], f"drift checks failed: {type(e).__name__}: {e}")
-        return render.presenter_payload(int(index), drift_marks(rep))
+            return render.presenter_payload(int(index), [], f"drift checks failed: {type(e).__name__}: {e}", **ends)
+        return render.presenter_payload(int(index), drift_marks(rep), **ends)
 
     for state in (b.turn, b.key):
         state.change(marks, [present, b.key, b.turn], view, api_visibility="private", show_progress="hidden")
+
+    # The Present button and Esc (presenter.js) say so with trigger('focus') / trigger('blur'): the
+    # server then computes the marks for this visitor while, and only while, they present.
+    def start(key, index):
+        return True, marks(True, key, index)
+
+    def stop():
+        return False
+
+    view.focus(start, [b.key, b.turn], [present, view], api_visibility="private", show_progress="hidden")
+    view.blur(stop, None, present, api_visibility="private", show_progress="hidden")
 
     def on_load(key, index, request: gr.Request):
         from ..visitor import deep_link

@@ -2,13 +2,14 @@
 // body.ri-present), dark. Keys: ← → turns (the Tokens tab's own prev/next buttons), j / k a
 // token cursor (the token view's 'ri-select-token' event; its detail panel shows the token,
 // large), m the next colour mode among the token view's own mode buttons, d drift highlights
-// (marks from the server, props.value, handed to the token view), Esc leaves.
+// (marks from the server, props.value, handed to the token view), Esc leaves. On a touch screen
+// the bar's ◀ ▶ buttons (a tap) and a horizontal swipe change the turn.
 // Data only reaches the DOM through textContent.
 const bar = element.querySelector('.ri-pr');
 const title = bar.querySelector('.ri-pr-title');
 const state = bar.querySelector('.ri-pr-state');
 const VIEW = 'token-view';
-let P = {turn: null, marks: [], note: ''}, drift = false, cursor = -1, cursorOf = '', wasDark = false;
+let P = {turn: null, marks: [], note: '', first: false, last: false}, drift = false, cursor = -1, cursorOf = '', wasDark = false;
 let wantMode = null;  // the colour mode picked with m, kept across turns
 
 const tv = () => document.querySelector('#' + VIEW + ' .ri-tv');
@@ -17,16 +18,32 @@ const presenting = () => document.body.classList.contains('ri-present');
 function show() {
   const r = tv();
   const turn = r && r.dataset.turn !== undefined ? r.dataset.turn : '–';
-  title.textContent = `turn ${turn}`;
+  // the ends are said before ← / → is pressed (the server knows the rollout's turns: props.value)
+  const here = P.turn !== null && r && String(P.turn) === r.dataset.turn;
+  const end = here && P.first ? ' · first turn' : here && P.last ? ' · last turn' : '';
+  title.textContent = `turn ${turn}${end}`;
+  title.classList.toggle('ri-pr-end', !!end);
   const modeBtn = document.querySelector('#' + VIEW + ' .ri-modes button.on');
   const parts = [`colour: ${modeBtn ? modeBtn.dataset.mode : '?'}`];
-  const n = P.turn !== null && r && String(P.turn) === r.dataset.turn ? P.marks.length : 0;
-  parts.push(drift ? `drift: on (${n} span${n === 1 ? '' : 's'}${P.note ? '; ' + P.note : ''})` : 'drift: off');
+  parts.push(drift ? `drift: on (${driftCount(here)}${P.note ? '; ' + P.note : ''})` : 'drift: off');
   if (cursor >= 0 && r && cursorOf === r.dataset.turn + '|' + r.dataset.n) {
     const p = Number(r.dataset.prompt);
     parts.push(cursor < p ? `prompt ${cursor}` : `output ${cursor - p}`);
   }
   state.textContent = parts.join(' · ');
+}
+
+function driftCount(here) {
+  // Counted per check, in the Drift tab's words: a round-trip mark is one of its changed spans;
+  // the re-render and the prefix audit each mark where they first diverge.
+  const by = {};
+  if (here) for (const m of P.marks) by[m[3]] = (by[m[3]] || 0) + 1;
+  const out = [];
+  const n = by.roundtrip || 0;
+  out.push(`round trip: ${n} changed span${n === 1 ? '' : 's'}`);
+  if (by.template) out.push('re-render: differs');
+  if (by.prefix) out.push('prefix: broken');
+  return out.join(' · ');
 }
 
 function sendMarks() {
@@ -35,17 +52,28 @@ function sendMarks() {
   if (r) r.classList.toggle('show-drift', drift);
 }
 
-function enter() {
+function fit() {
+  // The cursor's details beside the tokens on a wide screen, under them on a narrow one (app.css)
+  const wide = window.innerWidth >= 900;
+  document.body.classList.toggle('ri-wide', presenting() && wide);
+  document.body.classList.toggle('ri-narrow', presenting() && !wide);
+}
+
+function enter(tell) {
+  // tell: entered by the Present button, so the server does not know yet (a ?present=1 link it does)
+  if (tell) trigger('focus');
   wasDark = document.body.classList.contains('dark');
   document.body.classList.add('ri-present', 'dark');
   bar.hidden = false;
+  fit();
   const u = new URL(location.href);  // the address says so too (a reload or a shared link presents)
   if (u.searchParams.get('present') !== '1') { u.searchParams.set('present', '1'); history.replaceState(history.state, '', u.href); }
   show();
 }
 
 function leave() {
-  document.body.classList.remove('ri-present');
+  trigger('blur');  // the server stops computing drift marks for every turn
+  document.body.classList.remove('ri-present', 'ri-wide', 'ri-narrow');
   if (!wasDark) document.body.classList.remove('dark');
   bar.hidden = true;
   const r = tv();
@@ -95,7 +123,20 @@ function click(id) {
 if (!window.__riPresenterKeys) {
   window.__riPresenterKeys = true;
   // the token view's "Present" button
-  window.addEventListener('ri-present', () => { if (!presenting()) enter(); });
+  window.addEventListener('ri-present', () => { if (!presenting()) enter(true); });
+  window.addEventListener('resize', fit);
+  // Touch: a horizontal swipe (longer than 60 px, more sideways than up or down) changes the turn;
+  // a vertical one scrolls as usual.
+  let touch0 = null;
+  document.addEventListener('touchstart', e => {
+    touch0 = presenting() && e.touches.length === 1 ? [e.touches[0].clientX, e.touches[0].clientY] : null;
+  }, {passive: true});
+  document.addEventListener('touchend', e => {
+    if (!touch0 || !presenting() || !e.changedTouches.length) return;
+    const dx = e.changedTouches[0].clientX - touch0[0], dy = e.changedTouches[0].clientY - touch0[1];
+    touch0 = null;
+    if (Math.abs(dx) > 60 && Math.abs(dx) > 1.5 * Math.abs(dy)) click(dx < 0 ? 'next-turn' : 'prev-turn');
+  }, {passive: true});
   document.addEventListener('keydown', e => {
     if (!presenting() || e.ctrlKey || e.metaKey || e.altKey) return;
     const t = e.target;
@@ -122,6 +163,9 @@ if (!window.__riPresenterKeys) {
     show();
   }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['data-turn', 'data-selected']});
 }
+
+bar.querySelector('.ri-pr-prev').addEventListener('click', () => click('prev-turn'));
+bar.querySelector('.ri-pr-next').addEventListener('click', () => click('next-turn'));
 
 function load() {
   try { P = props.value ? JSON.parse(props.value) : P; } catch (err) { P = {turn: null, marks: [], note: String(err)}; }
