@@ -33,7 +33,7 @@ def test_special_tokens_marked_and_modes_switch(page, app_url):
     assert page.locator("#token-view .tk[class*=' b']").count() == 0
     page.locator("#token-view button[data-mode=logprob]").click()
     page.wait_for_function("document.querySelectorAll(\"#token-view .tk.k1[class*=' b']\").length > 0",
-                           timeout=5000)
+                           timeout=60000)
     assert page.locator("#token-view .ri-legend .tk").count() == 8  # the logprob scale legend
 
 

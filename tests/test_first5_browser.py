@@ -71,12 +71,12 @@ def test_mode_picked_by_click_goes_into_the_url_and_stays(page, app_url):
     _open(page, app_url, "source=sample:qwen3-tiny&turn=1")
     assert _url_mode(page) is None
     page.locator(f"{TV} button[data-mode=logprob]").click()
-    page.wait_for_function("new URL(location.href).searchParams.get('mode') === 'logprob'", timeout=5000)
+    page.wait_for_function("new URL(location.href).searchParams.get('mode') === 'logprob'", timeout=60000)
     page.locator("#next-turn").click()
     _wait_turn(page, "2")
     assert page.evaluate(MODE_ON) == "logprob" and _url_mode(page) == "logprob"
     page.locator(f"{TV} button[data-mode=mask]").click()
-    page.wait_for_function("new URL(location.href).searchParams.get('mode') === null", timeout=5000)
+    page.wait_for_function("new URL(location.href).searchParams.get('mode') === null", timeout=60000)
     page.reload()
     page.wait_for_function(PAINTED, timeout=60000)
     assert page.evaluate(MODE_ON) == "mask"
@@ -235,7 +235,7 @@ def test_copy_link_says_copied_on_the_button(page, app_url):
     btn = page.locator(f"{TV} .ri-link")
     btn.click()
     page.wait_for_function(f"document.querySelector('{TV} .ri-link')?.textContent.startsWith('Copied')",
-                           timeout=5000)
+                           timeout=60000)
     link = page.locator(TV).get_attribute("data-link")
     assert page.evaluate("navigator.clipboard.readText()") == link and "turn=2" in link
     box = btn.bounding_box()  # the word is on the button the user clicked, on screen
@@ -426,13 +426,13 @@ def test_present_button_enters_presenter_mode_and_the_address_says_so(page, app_
     btn = page.locator(f"{TV} .ri-present-btn")
     assert btn.is_visible() and "Present" in btn.text_content()
     btn.click()
-    page.wait_for_function("document.body.classList.contains('ri-present')", timeout=5000)
+    page.wait_for_function("document.body.classList.contains('ri-present')", timeout=60000)
     assert page.evaluate("new URL(location.href).searchParams.get('present')") == "1"
     assert not btn.is_visible() and page.locator("#presenter .ri-pr").is_visible()
     page.keyboard.press("ArrowRight")  # the presenter's keys work
     _wait_turn(page, "2")
     page.keyboard.press("Escape")
-    page.wait_for_function("!document.body.classList.contains('ri-present')", timeout=5000)
+    page.wait_for_function("!document.body.classList.contains('ri-present')", timeout=60000)
     assert page.evaluate("new URL(location.href).searchParams.get('present')") is None and btn.is_visible()
 
 

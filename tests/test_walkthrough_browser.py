@@ -71,7 +71,7 @@ def test_newcomer_walkthrough(browser, app_url, tmp_path):
 
         # 3. change the colour mode: tokens drawn in logprob colours, the address follows
         page.locator(f"{TV} button[data-mode=logprob]").click()
-        page.wait_for_function("new URL(location.href).searchParams.get('mode') === 'logprob'", timeout=5000)
+        page.wait_for_function("new URL(location.href).searchParams.get('mode') === 'logprob'", timeout=60000)
         assert page.locator(f"{TV} .tk.k1[class*=' b']").count() > 0
         assert "logprob" in _text(page, f"{TV} .ri-legend")
 
@@ -89,7 +89,7 @@ def test_newcomer_walkthrough(browser, app_url, tmp_path):
         tok = page.locator(f"{TV} .ri-tv-body .tk.k1").first
         tok.scroll_into_view_if_needed()
         tok.hover()
-        page.wait_for_function(f"!document.querySelector('{TV} .ri-tip').hidden", timeout=5000)
+        page.wait_for_function(f"!document.querySelector('{TV} .ri-tip').hidden", timeout=60000)
         tip = _text(page, f"{TV} .ri-tip")
         i = int(page.locator(TV).get_attribute("data-hover"))
         k = i - p
@@ -118,7 +118,7 @@ def test_newcomer_walkthrough(browser, app_url, tmp_path):
         # 8. present: large type, chrome hidden, → a turn, the bar says which
         page.get_by_role("tab", name="Tokens").click()
         page.locator(f"{TV} .ri-present-btn").click()
-        page.wait_for_function("document.body.classList.contains('ri-present')", timeout=5000)
+        page.wait_for_function("document.body.classList.contains('ri-present')", timeout=60000)
         assert not page.locator("#turn-list").is_visible() and page.locator("#presenter .ri-pr").is_visible()
         here = int(page.locator(TV).get_attribute("data-turn"))
         there = here + 1 if here + 1 < len(calls) else here - 1
@@ -126,7 +126,7 @@ def test_newcomer_walkthrough(browser, app_url, tmp_path):
         _wait_turn(page, there)
         _wait_text(page, "#presenter .ri-pr-title", f"turn {there}")
         page.keyboard.press("j")
-        page.wait_for_function(f"document.querySelector('{TV}').dataset.selected !== undefined", timeout=5000)
+        page.wait_for_function(f"document.querySelector('{TV}').dataset.selected !== undefined", timeout=60000)
         # d: the turn's drift, computed by the server once the Present button told it (every turn of
         # this random-weight sample re-encodes differently somewhere)
         page.wait_for_function(f"Number(document.querySelector('{TV}').dataset.marks) > 0", timeout=30000)
@@ -135,12 +135,12 @@ def test_newcomer_walkthrough(browser, app_url, tmp_path):
         page.keyboard.press("d")
         page.screenshot(path=str(out / next(shot)))
         page.keyboard.press("Escape")
-        page.wait_for_function("!document.body.classList.contains('ri-present')", timeout=5000)
+        page.wait_for_function("!document.body.classList.contains('ri-present')", timeout=60000)
 
         # 9. copy a link to what is on screen; it opens the same turn in the same colours
         page.locator(f"{TV} .ri-link").click()
         page.wait_for_function(f"document.querySelector('{TV} .ri-link')?.textContent.startsWith('Copied')",
-                               timeout=5000)
+                               timeout=60000)
         link = page.evaluate("navigator.clipboard.readText()")
         assert "source=sample" in link and f"turn={there}" in link and "mode=logprob" in link, link
         other = ctx.new_page()
