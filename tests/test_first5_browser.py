@@ -60,9 +60,17 @@ def test_mode_from_link_survives_next_prev_row_click_and_typed_turn(page, app_ur
     _wait_turn(page, "3")
     assert page.evaluate(MODE_ON) == "logprob"
     box = page.locator("#turn-number input")
-    box.fill("2")
-    box.press("Enter")
-    _wait_turn(page, "2")
+    # the row click's second step (plots) can still write "3" into the box after we type: type again
+    # until the typed turn is the one asked for (each try waits for a condition, not for a time)
+    for attempt in range(4):
+        box.fill("2")
+        box.press("Enter")
+        try:
+            page.wait_for_function(f"document.querySelector('{TV}')?.dataset.turn === '2'", timeout=20000)
+            break
+        except Exception:
+            if attempt == 3:
+                raise
     assert page.evaluate(MODE_ON) == "logprob"
     assert page.locator(f"{TV} .tk.k1[class*=' b']").count() > 0  # drawn in logprob colours, not only the button
 
