@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from requires import need
-from viewer.cli import build_parser, main
+from viewer.cli import SUBCOMMANDS, build_parser, main
 from viewer.cli.common import EXIT_CODES, SETTING_OPTIONS, run
 from viewer.config import SAMPLE_DIR, Settings
 
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 CLI_MD = (REPO / "docs" / "CLI.md").read_text()
 SAMPLE = SAMPLE_DIR / "qwen3-tiny"
 # every registered subcommand (a new one joins the usage and schema checks without editing this file)
-COMMANDS = tuple(m.__name__.rsplit(".", 1)[1] for m in __import__("viewer.cli", fromlist=["SUBCOMMANDS"]).SUBCOMMANDS)
+COMMANDS = tuple(m.__name__.rsplit(".", 1)[1] for m in SUBCOMMANDS)
 
 
 def _documented_keys(command: str) -> list[str]:
