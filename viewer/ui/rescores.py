@@ -33,11 +33,8 @@ def stamp(key: str | None) -> int:
 
 def put(key: str, result: Any, session: str | None = None) -> None:
     """Keep ``result`` as ``key``'s rescore, run by browser session ``session`` (now)."""
-    global _COUNT
     with _LOCK:
-        _COUNT += 1
-        _STAMPS[key] = _COUNT
-        _RESULTS[key] = result
+        _keep(key, result)
         _ORIGIN[key] = (session, time.time())
         _RESULTS.move_to_end(key)
         while len(_RESULTS) > _SIZE:
@@ -49,13 +46,17 @@ def put(key: str, result: Any, session: str | None = None) -> None:
 def restyle(key: str, result: Any) -> None:
     """Replace ``key``'s rescore by the same result under another view choice (the IS mode and bounds):
     views rebuild (a new stamp), but who ran it and when stay (the cached-result note stays true)."""
-    global _COUNT
     with _LOCK:
-        if key not in _RESULTS:
-            return
-        _COUNT += 1
-        _STAMPS[key] = _COUNT
-        _RESULTS[key] = result
+        if key in _RESULTS:
+            _keep(key, result)
+
+
+def _keep(key: str, result: Any) -> None:
+    """Store ``result`` for ``key`` under a new stamp (views cached on the old one rebuild); caller holds _LOCK."""
+    global _COUNT
+    _COUNT += 1
+    _STAMPS[key] = _COUNT
+    _RESULTS[key] = result
 
 
 def origin(key: str | None) -> tuple[str | None, float] | None:
