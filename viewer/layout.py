@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["TRACE_NAMES", "TURNS_NAMES", "RECORD_NAMES", "SIDE_NAMES", "CAPTURE_FILES", "ARTEFACTS",
            "TOKENIZER_DIR", "TRACE", "TURNS", "TASK", "VISIBLE_TESTS", "HELD_OUT_TESTS", "SUMMARY", "PROXY_TRACE",
-           "AGENT_LOG", "JOB_SPEC", "JOB_BUNDLE", "is_capture_dir"]
+           "AGENT_LOG", "JOB_SPEC", "JOB_BUNDLE", "NOTES", "DECK", "is_capture_dir"]
 
 # Per-call records, first match wins in a folder: the seed layout first, then raw proxy logs.
 TRACE = "trace.json"  # what a capture writes (the first of each list below)
@@ -42,6 +42,11 @@ ARTEFACTS = (TRACE, TURNS, TASK, VISIBLE_TESTS, HELD_OUT_TESTS, SUMMARY, PROXY_T
 # as data (every visitor value is in here, never on the job's argument list) and the package zip.
 JOB_SPEC = "job_spec.json"
 JOB_BUNDLE = "viewer_bundle.zip"
+
+# Talk files (docs/TALK.md): a local capture's token-anchored notes sit beside its records; a deck
+# is any file inside the data root, this is the name the bundled example uses.
+NOTES = "notes.json"
+DECK = "deck.json"
 
 
 def is_capture_dir(path: Path) -> bool:
