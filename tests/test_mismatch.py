@@ -175,3 +175,14 @@ def test_capture_spec_sampling_fields_and_proxy_pinning(tmp_path: Path):
     rec = summary_record(spec, ep)
     assert rec["logprobs_mode"] == "processed_logprobs" and rec["logprobs_mode_source"] == "declared in the capture spec"
     assert rec["pinned"] == ["temperature", "top_k", "top_p"] and rec["defaults"] is None
+
+
+def test_token_view_payload_carries_expected_only_when_settings_expect_one():
+    from viewer.render import turn_delta
+
+    res = _result()
+    d = turn_delta(res, 1, 5, 9)  # prompt of 5, output indices 0..2 at positions 5..7
+    assert d["ex"] == [None] * 5 + [-0.2, -0.2, 0.0, None]
+    assert d["dl"][5:8] == [pytest.approx(-0.2), pytest.approx(-0.25), pytest.approx(0.1)]
+    res.turns[0].expected = [0.0, 0.0, 0.0]  # raw logprobs at the sampler's temperature: nothing expected
+    assert "ex" not in turn_delta(res, 1, 5, 9)
