@@ -186,3 +186,19 @@ def test_token_view_payload_carries_expected_only_when_settings_expect_one():
     assert d["dl"][5:8] == [pytest.approx(-0.2), pytest.approx(-0.25), pytest.approx(0.1)]
     res.turns[0].expected = [0.0, 0.0, 0.0]  # raw logprobs at the sampler's temperature: nothing expected
     assert "ex" not in turn_delta(res, 1, 5, 9)
+
+
+def test_hf_jobs_spec_carries_pinned_sampling(tmp_path: Path):
+    """An hf-jobs capture pins the same sampling: job_spec.json carries it and the job script's own
+    capture_spec call reads it back."""
+    from viewer.capture.fields import capture_spec
+    from viewer.capture.hf_jobs import JOB_SPEC, job_files
+    from viewer.config import Settings
+
+    s = Settings()
+    spec = capture_spec(s, out=str(tmp_path / "o"), public=False, backend="hf-jobs", results_repo="me/caps",
+                        temperature=0.8, top_p=0.9, top_k=40, logprobs_mode="processed_logprobs")
+    job_files(spec, tmp_path, "run")
+    doc = json.loads((tmp_path / JOB_SPEC).read_text())
+    again = capture_spec(s, out=str(tmp_path / "o2"), public=False, **doc["capture"])
+    assert (again.temperature, again.top_p, again.top_k, again.logprobs_mode) == (0.8, 0.9, 40, "processed_logprobs")
