@@ -130,6 +130,7 @@ def test_processed_top_p_offset_is_explained(processed_capture):
     assert t["mean_delta"] < -5 * TOL, t          # a real systematic offset: the nucleus renormalisation
     assert abs(t["mean_residual"]) <= TOL, t      # ... explained to within TOL
     assert t["explained"] > 0.8, t
+    print(f"processed: {t} · rescore {doc['seconds']} s")  # the figures docs/MISMATCH.md quotes (pytest -rP)
     _check_tokens(doc, _independent(folder, None), folder)
     out = doc["explain"]["outliers"]
     assert out and all(isinstance(o["tok"], int) for o in out)
@@ -137,8 +138,11 @@ def test_processed_top_p_offset_is_explained(processed_capture):
 
     doc1 = _rescore_json(folder, "--temperature", "1")  # trainer at T=1: the temperature part is expected too
     t1 = doc1["explain"]["totals"]
-    assert abs(t1["mean_residual"]) <= TOL and abs(t1["mean_expected"] - t["mean_expected"]) > TOL, t1
+    assert abs(t1["mean_residual"]) <= TOL, t1
+    part = [abs(b["expected"] - a["expected"]) for a, b in zip(doc["explain"]["tokens"], doc1["explain"]["tokens"])]
+    assert sum(part) / len(part) > 5e-3  # the temperature part is there (measured: 0.016 mean, 0.064 max)
     _check_tokens(doc1, _independent(folder, 1.0), folder)
+    print(f"processed, trainer at T=1: {t1} · rescore {doc1['seconds']} s")
 
 
 def test_raw_capture_of_the_same_task_shows_no_offset(raw_capture):
@@ -148,3 +152,4 @@ def test_raw_capture_of_the_same_task_shows_no_offset(raw_capture):
     t = doc["explain"]["totals"]
     assert t["tokens"] >= 20 and t["mean_expected"] == 0.0  # raw logprobs: nothing expected from settings
     assert abs(t["mean_delta"]) <= TOL, t                   # ... and nothing observed
+    print(f"raw: {t} · rescore {doc['seconds']} s")
