@@ -202,3 +202,25 @@ def test_hf_jobs_spec_carries_pinned_sampling(tmp_path: Path):
     doc = json.loads((tmp_path / JOB_SPEC).read_text())
     again = capture_spec(s, out=str(tmp_path / "o2"), public=False, **doc["capture"])
     assert (again.temperature, again.top_p, again.top_k, again.logprobs_mode) == (0.8, 0.9, 40, "processed_logprobs")
+
+
+@pytest.mark.parametrize("scale", [0.05, 3.0])  # flat (the full sort) and peaked (decided in the top 1,024)
+def test_kept_mass_against_a_float64_nucleus(scale):
+    torch = _torch()
+    from viewer.rescore.expected import chunk_expected
+
+    g = torch.Generator().manual_seed(2)
+    logits = torch.randn(8, 5000, generator=g) * scale
+    tok = logits.argmax(-1)
+    lp_r = torch.log_softmax(logits, -1).gather(-1, tok[:, None])[:, 0]
+    for p, k in ((0.9, 0), (0.6, 0), (1.0, 50), (0.9, 300)):
+        ours = chunk_expected(logits, tok, lp_r, [(1.0, p, k)] * 8, 1.0)
+        for row, got in zip(logits.double(), ours):
+            desc = torch.sort(row, descending=True).values
+            if k:
+                desc = desc[:k]
+            probs = torch.softmax(desc, 0)  # the top-k renormalised distribution
+            kept = (torch.cumsum(probs, 0) - probs) < p
+            kept[0] = True
+            want = float(torch.logsumexp(desc[kept], 0) - torch.logsumexp(row, 0))
+            assert got == pytest.approx(want, abs=2e-5), (scale, p, k)
