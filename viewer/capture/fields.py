@@ -28,7 +28,7 @@ LOGPROBS_MODES = ("", "processed_logprobs", "raw_logprobs")
 # The fields a caller may give (everything else is the app's: output folder, token, binaries).
 FIELDS = ("backend", "model", "endpoint", "task_source", "task_index", "n_prompts", "seed", "instruction",
           "scripted", "agent_timeout_s", "test_timeout_s", "max_output_tokens", "steps", "top_logprobs",
-          "logprobs_mode", "spell_tool_call_as_pieces", "tokenizer", "results_repo", "flavor", "script_commands",
+          "logprobs_mode", "temperature", "top_p", "top_k", "spell_tool_call_as_pieces", "tokenizer", "results_repo", "flavor", "script_commands",
           "sandbox", "title")
 _DEFAULT = CaptureSpec(out="")  # the spec's own defaults, for the fields no setting covers
 
@@ -62,6 +62,25 @@ def tokenizer_name(value: Any, backend: str, public: bool) -> str:
     if not public and backend != "hf-jobs" and Path(v).expanduser().is_dir():
         return str(Path(v).expanduser().resolve())
     raise VisitorError("tokenizer", f"{v!r}: not a Hub repo id (OWNER/NAME)" + ("" if public else " or a folder"))
+
+
+def _sampling(raw: dict[str, Any]) -> dict[str, Any]:
+    """temperature (0 < T <= 10), top_p (0 < p <= 1), top_k (-1 or 1..1e6; -1/0 = off, as vLLM): each
+    optional (None: not pinned); a value vLLM would reject is refused here, naming the field."""
+    out: dict[str, Any] = {}
+    if raw.get("temperature") not in (None, ""):
+        t = bounded_float("temperature", raw["temperature"], 0.0, 10.0)
+        if t <= 0:
+            raise VisitorError("temperature", "must be > 0 (0 is greedy: no distribution to compare logprobs with)")
+        out["temperature"] = t
+    if raw.get("top_p") not in (None, ""):
+        p = bounded_float("top_p", raw["top_p"], 0.0, 1.0)
+        if p <= 0:
+            raise VisitorError("top_p", "must be in (0, 1]")
+        out["top_p"] = p
+    if raw.get("top_k") not in (None, ""):
+        out["top_k"] = bounded_int("top_k", raw["top_k"], -1, 1_000_000)
+    return out
 
 
 def _bundled_count() -> int:
@@ -116,6 +135,7 @@ def capture_spec(settings: Settings, *, out: str, public: bool, token: str = "",
         steps=bounded_int("steps", raw.get("steps"), 1, 1000, d.steps),
         top_logprobs=bounded_int("top_logprobs", raw.get("top_logprobs"), 0, 20, s.capture_top_logprobs),
         logprobs_mode=choice("logprobs_mode", raw.get("logprobs_mode", s.capture_logprobs_mode) or "", LOGPROBS_MODES),
+        **_sampling(raw),
         spell_tool_call_as_pieces=bool(raw.get("spell_tool_call_as_pieces", d.spell_tool_call_as_pieces)),
         tokenizer=tokenizer_name(raw.get("tokenizer"), backend, public),
         results_repo=results_repo, flavor=flavor, script_commands=list(commands),

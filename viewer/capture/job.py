@@ -26,7 +26,7 @@ from typing import Any, Callable
 from viewer.capture import agent as agent_mod
 from viewer.capture.artefacts import derive_turns, outcome_notes, versions, write_trace_artefacts
 from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, LocalVLLM, tail
-from viewer.capture import sandbox as sandbox_mod
+from viewer.capture import sampling as sampling_mod, sandbox as sandbox_mod
 from viewer.capture import environment as envmod
 from viewer.capture import tokfiles
 from viewer.capture.procs import capture_tag, kill_marked, popen, stop_group
@@ -207,7 +207,8 @@ class CaptureJob:
             t0 = self._enter("agent")
             cfg = ProxyConfig(upstream=url, trace_path=self.out / PROXY_TRACE, top_logprobs=s.top_logprobs,
                               script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {},
-                              logit_bias=bias, pin=backend.pin if isinstance(backend, Endpoint) else None)
+                              logit_bias=bias, pin=backend.pin if isinstance(backend, Endpoint) else None,
+                              sampling=sampling_mod.overrides(s))
             self._proxy = ProxyServer(cfg, on_record=lambda r: self.log(
                 f"call {r.get('turn')} ({r.get('kind')}): {len(r.get('completion_token_ids') or [])} tokens, "
                 f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else "")))
@@ -376,8 +377,7 @@ class CaptureJob:
             "spec": s.public(),
             "sandbox": self._sandbox,
             "tokenizer": self._tokenizer,
-            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces,
-        }
+            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces, "sampling": sampling_mod.summary_record(s, backend)}
         if reward:
             summary["test_results"] = [{k: r[k] for k in ("test", "passed", "timed_out", "exit_code", "seconds")}
                                        for r in reward["results"]]

@@ -59,12 +59,15 @@ class ProxyConfig:
     # a public app's endpoint: connect to the address the policy checked (backends.Pin), never
     # to whatever the name resolves to later
     pin: Any = None
+    # temperature / top_p / top_k set on every chat call (viewer.capture.sampling.overrides)
+    sampling: dict[str, Any] = field(default_factory=dict)
 
 
 def enrich_request(body: dict[str, Any], cfg: ProxyConfig, kind: str) -> dict[str, Any]:
     """The body as forwarded: id/logprob switches added, the scripted regex when scripting."""
     out = dict(body)
     out.update(TOKEN_FIELDS)
+    out.update(cfg.sampling)  # pinned sampling: the record's request then says what the engine sampled with
     k = out.get("top_logprobs")
     out["top_logprobs"] = k if isinstance(k, int) and not isinstance(k, bool) and k >= 0 else cfg.top_logprobs
     if cfg.max_tokens_cap:

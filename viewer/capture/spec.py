@@ -60,6 +60,11 @@ class CaptureSpec:
     steps: int = 8
     top_logprobs: int = _S.capture_top_logprobs
     logprobs_mode: str = _S.capture_logprobs_mode  # "" = raw_logprobs when scripted (the model's own values), else processed_logprobs
+    # sampling the proxy pins on every chat call (None: what the agent sends, else the engine's default);
+    # recorded in the trace's requests and summary.json's "sampling" (viewer.capture.sampling)
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
     title: bool = True
     auto_compaction: bool = False
     vllm_python: str = _S.capture_vllm_python

@@ -54,6 +54,11 @@ def add_parser(sub) -> None:
     add_setting_option(p, "--top-logprobs", "capture_top_logprobs", type=int, default=None)
     add_setting_option(p, "--logprobs-mode", "capture_logprobs_mode", default=None,
                        choices=("processed_logprobs", "raw_logprobs"))
+    p.add_argument("--temperature", type=float, default=None, help="pin the sampling temperature on every call "
+                   "(default: what the agent sends, else the engine's); recorded in summary.json's sampling")
+    p.add_argument("--top-p", type=float, default=None, help="pin top_p on every call (< 1: a nucleus; with "
+                   "processed logprobs the sampler's values are renormalised over it, docs/MISMATCH.md)")
+    p.add_argument("--top-k", type=int, default=None, help="pin top_k on every call (-1: off)")
     p.add_argument("--no-title", action="store_true", help="disable opencode's title call")
     add_setting_option(p, "--flavor", "capture_hf_flavor", default=None)
     add_setting_option(p, "--results-repo", "capture_results_repo", default=None)
@@ -75,6 +80,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
                   spell_tool_call_as_pieces=a.spell_tool_call_as_pieces, tokenizer=a.tokenizer,
                   agent_timeout_s=a.agent_timeout, test_timeout_s=a.test_timeout, max_output_tokens=a.max_output_tokens,
                   steps=a.steps, top_logprobs=a.top_logprobs, logprobs_mode=a.logprobs_mode, title=not a.no_title,
+                  temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
                   flavor=a.flavor, results_repo=a.results_repo)
     fields = {k: v for k, v in fields.items() if v is not None}
     spec = capture_spec(settings, out=a.out, public=False,

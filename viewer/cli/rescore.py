@@ -105,7 +105,7 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
     except (ValueError, RuntimeError, OSError) as e:  # a model that cannot be loaded, a rollout it cannot train on
         raise CliError(str(e), BAD_INPUT) from None
     imp = importance_doc(res, args.is_mode, args.is_min, args.is_max)
-    doc = {**res.to_json(), "tokenizer": choice.name, "importance": imp}
+    doc = {**res.to_json(), "tokenizer": choice.name, "importance": imp, "explain": explain_doc(res, ro)}
     code = FINDINGS if args.fail_on_findings and doc["totals"]["flagged"] else OK
     if args.json:
         print_json(doc, indent=2)
@@ -122,6 +122,28 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
     m = imp["metrics"]
     print(f"IS:       {args.is_mode} [{args.is_min}, {args.is_max}] · " + " · ".join(
         f"{k.removeprefix('sampling/')} {_fmt(v)}" for k, v in m.items()))
+    _print_explain(doc["explain"])
     for n in res.notes:
         print(f"note:     {n}")
     return code
+
+
+def explain_doc(res, rollout) -> dict:
+    """``--json``'s ``explain``: per token observed Δ, the settings' expected offset and the residual, the
+    rollout's totals and the residual's outliers (docs/MISMATCH.md, "Why they disagree")."""
+    from viewer.rescore.explain import explain
+
+    return explain(res, rollout)
+
+
+def _print_explain(ex: dict) -> None:
+    t = ex["totals"]
+    if not t["tokens"]:
+        return
+    share = "-" if t["explained"] is None else f"{t['explained']:.1%}"
+    print(f"settings: {ex['sampling'].get('logprobs_mode')} {ex['sampling'].get('settings')} · mean Δ "
+          f"{_fmt(t['mean_delta'])}, expected {_fmt(t['mean_expected'])}, residual {_fmt(t['mean_residual'])} · "
+          f"explained {share} of mean |Δ|")
+    for o in ex["outliers"][:5]:
+        print(f"outlier:  turn {o['turn']} token {o.get('tok')} id {o['id']}: Δ {_fmt(o['delta'])} expected "
+              f"{_fmt(o['expected'])} residual {_fmt(o['residual'])}")

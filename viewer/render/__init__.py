@@ -7,7 +7,7 @@ ever assigns with ``textContent``. Never put data into a Gradio ``html_template`
 CSS lives in ``viewer/ui/assets/app.css``, sent once with the page, never per render.
 
 One module per screen: ``tokens`` (token-view payloads, from the values in ``payload``), ``delta``
-(rescore: Δ arrays, summary), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``costs``
+(rescore: Δ arrays, summary; ``importance`` and ``explain`` its IS and "why they disagree" views), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``costs``
 (its gradient-cost panel), ``status`` (Datasets/Capture lines), ``compare`` (Compare tab), ``certify`` (Template tab),
 ``health`` (Health tab: lint hits), ``present`` (presenter mode), ``page`` (the title).
 """
@@ -19,6 +19,7 @@ from .drift import (drift_empty_html, drift_note_html, drift_prefix_html, drift_
                     drift_scan_html, drift_template_html, drift_turn_html)
 from .delta import RESCORE_COLUMNS, rescore_note_html, rescore_summary_html, rescore_turn_rows, turn_delta
 from .escape import esc, notice_html, safe_json
+from .explain import explain_html
 from .health import health_empty_html, health_html
 from .importance import importance_html
 from .page import title_html
@@ -34,4 +35,5 @@ __all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_paylo
            "drift_scan_html", "drift_note_html", "dataset_status_html", "capture_progress_html", "compare_html",
            "pair_label", "presenter_payload", "presenter_template", "title_html", "turn_delta", "rescore_summary_html",
            "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS", "certify_card_html", "certify_case_label",
-           "certify_views", "health_html", "health_empty_html", "gradient_cost_html", "importance_html"]
+           "certify_views", "health_html", "health_empty_html", "gradient_cost_html", "importance_html",
+           "explain_html"]

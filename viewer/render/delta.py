@@ -30,12 +30,14 @@ def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any
     marks = is_turn_marks(result, turn, choice)
     isr: list[float | None] = [None] * n   # the IS ratio TRL would apply (mode / bounds: result.is_choice)
     ism: list[str | None] = [None] * n     # 'c' clipped, 'z' zeroed by those bounds
+    ex: list[float | None] = [None] * n    # Δ the sampler's settings expect (viewer.rescore.expected)
     if td is not None:
-        for k, s, t in zip(td.output_index, td.sampler, td.trainer):
+        for k, s, t, e in zip(td.output_index, td.sampler, td.trainer, td.expected or [None] * len(td.sampler)):
             i = prompt_len + k
             if 0 <= i < n and t is not None:
                 tr[i] = _r(t)
                 dl[i] = _r(t - s) if math.isfinite(s) else None
+                ex[i] = _r(e) if isinstance(e, float) else None
                 if k in marks:
                     isr[i], ism[i] = _r(marks[k][0]), marks[k][1]
     seq = None
@@ -44,6 +46,8 @@ def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any
     out = {"tr": tr, "dl": dl, "model": result.model, "thr": result.threshold,
            "ctx": td.context if td is not None else None, "ctx_at": td.context_at if td is not None else None,
            "verdict": td.verdict if td is not None else None, "row": td.row if td is not None else None}
+    if any(e for e in ex):  # only when the settings expect an offset: the payload without one stays as it was
+        out["ex"] = ex
     if choice and marks:  # only with an IS choice: the payload without one stays as it was
         out["is"] = {"mode": choice[0], "min": choice[1], "max": choice[2], "r": isr, "m": ism, "seq": seq}
     return out

@@ -82,17 +82,29 @@ def rescore(rollout: Rollout, model: str, settings: Settings | None = None, *, s
     if temperature is None:
         temperature, why = sampler_temperature(rollout)
         notes.append(why)
+    sampling, expected, desc = _sampling_per_position(rollout, tgts, notes)
     ref = m.resolve_model(model, settings)
     lm, dev, dt = m.load_model(ref, device or settings.rescore_device, dtype or settings.rescore_dtype)
     t0 = time.perf_counter()
     cancelled = False
     try:
         scores = m.score_rows(lm, tgts, temperature=temperature, batch_tokens=settings.rescore_batch_tokens,
-                              progress=progress, cancel=cancel)
+                              progress=progress, cancel=cancel, sampling=sampling, expected=expected)
     except RescoreCancelled as e:
         scores, cancelled = e.partial, True
     if not tgts:
         notes.append("no trained token in the trainer rows: nothing to rescore")
     return assemble(rollout, tr, tgts, scores, model=model, device=dev, dtype=dt, temperature=temperature,
                     threshold=settings.rescore_flag_delta, seconds=time.perf_counter() - t0, cancelled=cancelled,
-                    notes=notes)
+                    notes=notes, expected=expected, sampling=desc)
+
+
+def _sampling_per_position(rollout: Rollout, tgts: list, notes: list[str]) -> tuple[dict, dict, dict]:
+    """row → the sampler's effective (T, top_p, top_k) per target position (viewer.rescore.expected),
+    the dict score_rows fills with expected Δ, and the settings' description (notes appended)."""
+    from viewer.rescore.expected import NEUTRAL, settings_of
+
+    per_turn, desc, more = settings_of(rollout, _summary(rollout))
+    notes.extend(more)
+    sampling = {tg.row: [per_turn[u].effective() if u in per_turn else NEUTRAL for u in tg.turns] for tg in tgts}
+    return sampling, {}, desc

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.config import REPO_ROOT, Settings
+from viewer.rescore.expected import chunk_expected
 from viewer.rescore.values import RowTarget
 
 __all__ = ["TORCH_HINT", "TorchMissing", "RescoreCancelled", "torch_available", "resolve_model", "load_model",
@@ -137,11 +138,16 @@ def _batches(tgts: list[RowTarget], batch_tokens: int) -> list[list[RowTarget]]:
 
 def score_rows(model: Any, tgts: list[RowTarget], *, temperature: float = 1.0, batch_tokens: int = 0,
                progress: Callable[[int, int], None] | None = None,
-               cancel: threading.Event | None = None) -> dict[int, list[float | None]]:
+               cancel: threading.Event | None = None,
+               sampling: dict[int, list[tuple[float, float, int]]] | None = None,
+               expected: dict[int, list[float]] | None = None) -> dict[int, list[float | None]]:
     """Trainer logprob of every target position: ``log_softmax(logits[i-1] / temperature)[ids[i]]``.
 
     Returns row → values parallel to ``RowTarget.positions``. Raises :class:`RescoreCancelled`
-    (with the rows finished so far) when ``cancel`` is set."""
+    (with the rows finished so far) when ``cancel`` is set. With ``sampling`` (row → the sampler's
+    effective (T, top_p, top_k) per position) ``expected`` is filled with row → the Δ those settings
+    make by construction (:func:`viewer.rescore.expected.chunk_expected`, from the same logits: one
+    float per position kept, never the logits)."""
     torch = _torch()
     device = next(model.parameters()).device
     base = getattr(model, model.base_model_prefix)
@@ -171,6 +177,7 @@ def score_rows(model: Any, tgts: list[RowTarget], *, temperature: float = 1.0, b
                           attention_mask=att.to(device) if padded else None).last_hidden_state
             for b, t in enumerate(batch):
                 vals: list[float | None] = []
+                exp: list[float] = []
                 for c in range(0, len(t.positions), HEAD_CHUNK):
                     if cancel is not None and cancel.is_set():
                         raise RescoreCancelled(out)
@@ -181,8 +188,14 @@ def score_rows(model: Any, tgts: list[RowTarget], *, temperature: float = 1.0, b
                         logits = torch.tanh(logits / softcap) * softcap
                     lp = torch.log_softmax(logits / float(temperature), dim=-1)
                     tok = torch.tensor([t.input_ids[p] for p in pos], device=device)
-                    vals.extend(lp.gather(-1, tok[:, None])[:, 0].tolist())
+                    got = lp.gather(-1, tok[:, None])[:, 0]
+                    vals.extend(got.tolist())
+                    if sampling is not None and expected is not None:
+                        exp.extend(chunk_expected(logits, tok, got, sampling[t.row][c:c + HEAD_CHUNK],
+                                                  float(temperature)))
                 out[t.row] = vals
+                if sampling is not None and expected is not None:
+                    expected[t.row] = exp
                 done += len(t.positions)
             if progress:
                 progress(done, total)

@@ -54,6 +54,8 @@ class TurnDelta:
     trainer: list[float | None] = field(default_factory=list)  # None: not scored (cancelled)
     positions: list[int] = field(default_factory=list)  # index into the trainer row's input_ids
     ids: list[int] = field(default_factory=list)        # the token id there
+    # Δ the sampler's settings make by construction (viewer.rescore.expected); empty: not computed
+    expected: list[float | None] = field(default_factory=list)
 
     @property
     def deltas(self) -> list[float]:
@@ -93,6 +95,7 @@ class RescoreResult:
     rows: int = 0  # trainer rows in the batch (a row without trained tokens is still a sequence to TRL)
     # (mode, clip min, clip max) the app marks tokens with (viewer.rescore.importance); None: no marks
     is_choice: tuple[str, float | None, float | None] | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)  # the sampler settings `expected` is from
 
     def turn(self, index: int) -> TurnDelta | None:
         return next((t for t in self.turns if t.turn == index), None)
@@ -164,14 +167,17 @@ def context_of(rollout: Rollout, turn: int, row_ids: list[int], output_start: in
 
 def assemble(rollout: Rollout, trainer_rows: Any, tgts: list[RowTarget], scores: dict[int, list[float | None]], *,
              model: str, device: str, dtype: str, temperature: float, threshold: float,
-             seconds: float = 0.0, cancelled: bool = False, notes: list[str] | None = None) -> RescoreResult:
-    """Group the scored positions (``scores``: row → trainer logprob per target position) by turn."""
+             seconds: float = 0.0, cancelled: bool = False, notes: list[str] | None = None,
+             expected: dict[int, list[float]] | None = None, sampling: dict[str, Any] | None = None) -> RescoreResult:
+    """Group the scored positions (``scores``: row → trainer logprob per target position) by turn;
+    ``expected``: row → the settings' expected Δ per position (:mod:`viewer.rescore.expected`)."""
     rows = trainer_rows.rows
     by_turn: dict[int, TurnDelta] = {}
     for tg in tgts:
         got = scores.get(tg.row) or [None] * len(tg.positions)
+        exp = (expected or {}).get(tg.row) or [None] * len(tg.positions)
         row = rows.rows[tg.row]
-        for turn, k, p, s, t in zip(tg.turns, tg.output_index, tg.positions, tg.sampler, got):
+        for turn, k, p, s, t, e in zip(tg.turns, tg.output_index, tg.positions, tg.sampler, got, exp):
             td = by_turn.get(turn)
             if td is None:
                 v = rows.verdict(turn)
@@ -183,5 +189,7 @@ def assemble(rollout: Rollout, trainer_rows: Any, tgts: list[RowTarget], scores:
             td.trainer.append(t)
             td.positions.append(p)
             td.ids.append(tg.input_ids[p])
+            td.expected.append(e)
     return RescoreResult(model, device, dtype, temperature, threshold, trainer_rows.spec.to_dict(),
-                         [by_turn[k] for k in sorted(by_turn)], seconds, cancelled, list(notes or []), len(rows.rows))
+                         [by_turn[k] for k in sorted(by_turn)], seconds, cancelled, list(notes or []), len(rows.rows),
+                         sampling=dict(sampling or {}))

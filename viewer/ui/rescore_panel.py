@@ -86,6 +86,7 @@ def build(settings: Settings, store, browse) -> None:
             is_max = gr.Textbox(_text(IS.DEFAULT_CLIP_MAX), label="clip max (a number or none)", elem_id="is-max",
                                 scale=1, max_lines=1)
         is_view = gr.HTML(render.importance_html(None, IS.DEFAULT_MODE, None, None), elem_id="is-view")
+        ex_view = gr.HTML(render.explain_html(None), elem_id="explain-view")  # why they disagree (docs/MISMATCH.md)
     run_id = gr.State(None)
 
     def texts(op, index):
@@ -109,7 +110,15 @@ def build(settings: Settings, store, browse) -> None:
         return [head, pd.DataFrame(render.rescore_turn_rows(res), columns=render.RESCORE_COLUMNS), fig,
                 plots.ratio_histogram(res),
                 render.notice_html(f"Importance sampling: {err}", "error") if err else
-                render.importance_html(res, mode, lo, hi)]
+                render.importance_html(res, mode, lo, hi), _explain(op, res)]
+
+    def _explain(op, res) -> str:
+        """The settings' expected Δ, the residual and its outliers, each linked to its token."""
+        if res is None:
+            return render.explain_html(None)
+        from ..rescore.explain import explain
+
+        return render.explain_html(explain(res, op.rollout), _link_base(op, settings))
 
     def with_choice(key, mode, lo, hi, err=None):
         """Keep the rollout's rescore with this IS choice (the token view marks clipped / zeroed tokens
@@ -185,7 +194,7 @@ def build(settings: Settings, store, browse) -> None:
         ev.set()
         return render.notice_html("Cancelling: the rescore stops after the current batch.")
 
-    outs = [summary, table, delta_plot, ratio_plot, is_view]
+    outs = [summary, table, delta_plot, ratio_plot, is_view, ex_view]
     run.click(new_run, None, run_id, api_visibility="private", queue=False).then(
         on_run, [run_id, browse.key, browse.turn, model, trainer, is_mode, is_min, is_max],
         outs + list(browse.turn_outputs),
@@ -199,6 +208,18 @@ def build(settings: Settings, store, browse) -> None:
         comp.change(on_is, [browse.key, browse.turn, is_mode, is_min, is_max], outs + list(browse.turn_outputs),
                     api_name=f"rescore_{comp.elem_id.replace('-', '_')}", api_visibility="private",
                     postprocess=False, show_progress="hidden")
+
+
+def _link_base(op, settings: Settings) -> str:
+    """The query string that reopens this rollout (a dataset row's own, else its path), "" if none."""
+    from urllib.parse import urlencode
+
+    from .browse import link_spec
+
+    if op.link:
+        return op.link
+    spec = link_spec(op.path, settings)
+    return urlencode({"source": spec}) if spec else ""
 
 
 def _text(v: float | None) -> str:

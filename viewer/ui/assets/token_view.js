@@ -261,6 +261,8 @@ function describe(i) {
       lines.push(`sampler ${lp === null || lp === undefined ? '—' : lp.toFixed(4)} · trainer ${tr.toFixed(4)}`);
       if (dl !== null) lines.push(`Δ ${dl >= 0 ? '+' : ''}${dl.toFixed(4)} · ratio ${Math.exp(dl).toFixed(4)}` +
                                   (Math.abs(dl) > D.delta.thr ? ` · FLAGGED (|Δ| > ${D.delta.thr})` : ''));
+      const ex = D.delta.ex ? D.delta.ex[i] : null;  // the sampler's settings' expected Δ (docs/MISMATCH.md)
+      if (ex !== null && ex !== undefined && dl !== null) lines.push(`expected by the sampler's settings ${ex >= 0 ? '+' : ''}${ex.toFixed(4)} · residual ${dl - ex >= 0 ? '+' : ''}${(dl - ex).toFixed(4)}`);
       const is = D.delta.is;
       if (is && is.r[i] !== null) lines.push(`IS ${is.mode} [${is.min ?? 'none'}, ${is.max ?? 'none'}]: ratio ${is.r[i]}` +
                                              (is.m[i] === 'z' ? ' · ZEROED' : is.m[i] === 'c' ? ' · CLIPPED' : ''));
