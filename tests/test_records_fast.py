@@ -207,3 +207,21 @@ def test_random_documents_stream_equal_json_loads(tmp_path, monkeypatch):
             assert _same(got, json.loads(text))
         else:
             assert len(got) == len(records)
+
+
+@pytest.mark.parametrize("tokens", [
+    ["token_id:1", "token_id:22"], ["token_id:01"], ["token_id: 1"], ["token_id:-1"], ["token_id:-0"], ["token_id:1e3"],
+    ["token_id:1.0"], ["token_id:"], ["token_id:1,2"], ["token_id:+1"], ["token_id:1_0"], ["token_id:٣"],
+    ["token_id:true"], ["token_id:1", "x"], ["token_id:[1]"], ["token_id:1]", "token_id:[2"], ["token_id:1\n"],
+    ["token_id:" + "9" * 5000], [5], ["token_id:1", None]])
+def test_token_id_strings_parsed_by_the_proxy_rule(tokens):
+    """The whole-list parse of "token_id:N" strings accepts exactly what the item rule does
+    (prefix, then ASCII digits only), written out here by hand."""
+    from viewer.sources.columns import token_id_ints
+
+    tails = [t[len("token_id:"):] for t in tokens if isinstance(t, str) and t.startswith("token_id:")]
+    ok = len(tails) == len(tokens) and all(t and all("0" <= c <= "9" for c in t) for t in tails)
+    if ok and any(len(t) > 4300 for t in tails):
+        assert token_id_ints(tokens) is None or token_id_ints(tokens) == [int(t) for t in tails]
+        return
+    assert token_id_ints(tokens) == ([int(t) for t in tails] if ok else None)

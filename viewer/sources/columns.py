@@ -115,11 +115,17 @@ def token_id_ints(tokens: list[Any]) -> list[int] | None:
             or joined.count(TOKEN_ID_PREFIX) != len(tokens)):
         return None
     digits = joined.replace(TOKEN_ID_PREFIX, "")
-    if not (digits.isascii() and digits.replace(",", "").isdigit()):
+    if not digits.isascii():
         return None
-    try:  # "12,7,…" is a JSON array of ints once bracketed: msgspec parses it at C speed
-        ids = _int_list.decode(f"[{digits}]")
-    except msgspec.DecodeError:  # an empty item ("token_id:"), a leading zero JSON refuses, a huge number
+    ids = None
+    if not any(c in digits for c in "- \t\r\n"):  # then what JSON takes as a list of ints is digits and commas
+        try:  # "12,7,…" is a JSON array of ints once bracketed: msgspec parses it at C speed
+            ids = _int_list.decode(f"[{digits}]")
+        except msgspec.DecodeError:  # an empty item ("token_id:"), a leading zero JSON refuses, not digits
+            ids = None
+    if ids is None:
+        if not digits.replace(",", "").isdigit():
+            return None
         try:
             ids = [int(x) for x in digits.split(",")]
         except ValueError:  # an empty item

@@ -31,7 +31,7 @@ from viewer.sources.jsonio import (SKIP, RecordFile, jsonl_record, nesting_excee
 
 __all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
 
-CHUNK_CHARS = 16 << 20  # bytes read at a time (a record cut by the end is found again: keep chunks >> records)
+CHUNK_CHARS = 4 << 20  # bytes read at a time (a record cut by the end is found again: keep chunks >> records)
 _WS = " \t\r\n"
 _decoder = json.JSONDecoder()
 
