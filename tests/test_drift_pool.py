@@ -13,7 +13,7 @@ import pytest
 
 from viewer.config import Settings
 from viewer.drift.corpus import scan_source
-from viewer.drift.pool import ChunkPool, can_fork
+from viewer.drift.pool import STATS, ChunkPool, can_fork
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not can_fork(), reason="needs fork (Linux)")
@@ -38,8 +38,13 @@ def _canon(res: dict) -> str:
 
 def test_parallel_scan_equals_the_serial_scan_on_real_captures(folder):
     settings = Settings()
-    serial = scan_source(folder, settings, workers=1, chunk_rollouts=1, sweep=(0.5, 1.0))
+    from viewer.tokenizer import render_worker
+
+    render_worker.shutdown(clear_cache=True)  # the workers render for themselves, not from the parent's cache
+    pools = STATS["pools"]
     par = scan_source(folder, settings, workers=2, chunk_rollouts=1, sweep=(0.5, 1.0))
+    assert STATS["pools"] > pools  # the chunks really ran in worker processes
+    serial = scan_source(folder, settings, workers=1, chunk_rollouts=1, sweep=(0.5, 1.0))
     assert serial["totals"]["rollouts"] == 8 and serial["totals"]["turns"] > 0
     assert _canon(par) == _canon(serial)
     assert mp.active_children() == []  # the workers were ended
@@ -83,3 +88,19 @@ def test_scan_workers_setting_default_is_every_core(monkeypatch):
     assert Settings().scan_workers == 0 and default_workers() >= 1
     monkeypatch.setenv("VIEWER_SCAN_WORKERS", "1")
     assert Settings.from_env().scan_workers == 1
+
+
+def test_a_forked_child_starts_its_own_render_workers():
+    """The parent's idle chat-template workers are the parent's: a forked scan worker writing to
+    their pipes while the parent does would mix two processes' requests. Before: the child saw them."""
+    from viewer.tokenizer import render_worker
+
+    text = render_worker.render("{{ messages[0]['content'] }}!", [{"role": "user", "content": "fork"}], None,
+                                False, {}, Settings().limits())
+    assert text == "fork!" and render_worker._idle  # the parent keeps an idle worker
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        os._exit(0 if not render_worker._idle and render_worker._busy == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    render_worker.shutdown()

@@ -8,7 +8,9 @@ each chunk's per-turn records and partial totals **in submission order**, so mer
 exactly the serial scan's result. At most ``2 * workers`` chunks are in flight: memory stays
 bounded by the chunk, as in the serial scan. Workers are single-threaded tokenizers (two cores
 are used by two processes, not by four threads) and are ended when the pool closes, cancelled
-or not (no orphans).
+or not (no orphans); each starts its own chat-template render workers
+(:mod:`viewer.tokenizer.render_worker` resets its state in a forked child). Only a process with
+no other thread forks (:func:`can_fork`).
 """
 from __future__ import annotations
 
@@ -19,10 +21,11 @@ from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-__all__ = ["ChunkPool", "default_workers", "can_fork"]
+__all__ = ["ChunkPool", "default_workers", "can_fork", "STATS"]
 
 # what the forked worker runs with: set in the parent right before the fork, inherited
 _STATE: dict[str, Any] = {}
+STATS = {"pools": 0}  # pools started in this process (tests check the workers really ran)
 _FORKING = threading.Lock()  # two scans at once (two visitors) must not fork with each other's function
 
 
@@ -35,7 +38,10 @@ def default_workers() -> int:
 
 
 def can_fork() -> bool:
-    return "fork" in mp.get_all_start_methods()
+    """Whether this process may fork the workers: the platform has fork, and no other Python thread
+    runs (a lock one held at the fork would stay held in the child for ever). The command line and
+    the benches qualify; the app, a threaded server, scans in process as before."""
+    return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
 
 
 def _run(chunk: list[Any]) -> Any:
@@ -62,6 +68,7 @@ class ChunkPool:
 
     def __init__(self, fn: Callable[[list[Any]], Any], workers: int):
         with _FORKING, _tokenizers_serial():
+            STATS["pools"] += 1
             _STATE["fn"] = fn
             self._pool = mp.get_context("fork").Pool(workers)  # the workers are forked here, fn in them
             _STATE.clear()
