@@ -104,3 +104,21 @@ def test_a_forked_child_starts_its_own_render_workers():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     render_worker.shutdown()
+
+
+def test_parallel_scan_of_rollouts_in_memory_equals_serial():
+    """A list of rollouts (what the app and the bench pass): the workers index the list they
+    inherited at the fork, and the result is the serial scan's."""
+    from viewer import drift
+    from viewer.sources import load_source
+    from viewer.tokenizer import load_qwen3
+
+    ro = load_source(REPO / "sample_data" / "qwen3-tiny", Settings())
+    rollouts = [ro, ro, ro, ro, ro]
+    tok = load_qwen3()
+    pools = STATS["pools"]
+    par = drift.scan(rollouts, tok, chunk_rollouts=2, workers=2, sweep=(1.0,))
+    assert STATS["pools"] == pools + 1
+    serial = drift.scan(rollouts, tok, chunk_rollouts=2, workers=1, sweep=(1.0,))
+    assert serial["totals"]["rollouts"] == 5 and _canon(par) == _canon(serial)
+    assert mp.active_children() == []

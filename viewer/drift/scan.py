@@ -16,6 +16,7 @@ from viewer.drift.costs import merge_gradient, new_gradient_block, rollout_costs
 from viewer.drift.checks import _need_tokenizer, _oov_reason, _render_text, _roundtrip_result, _template_unchecked
 from viewer.drift.checks import prefix_audit
 from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_rows
+from viewer.config import Settings
 from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import token_table
 from .results import (CHECKS, PrefixResult, RetokenizeResult, RowResult, ScanResult, TemplateResult,
@@ -135,6 +136,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
     # --- B: render every checkable prompt, then one batch encode for all texts
     tp_todo: list[tuple[int, str]] = []
     tp_res: dict[int, dict[str, Any]] = {}
+    limits = Settings.from_env().limits()  # once a chunk, not per render (it reads every variable)
     render_texts: list[str] = []
     for n, (_, t, _) in enumerate(items):
         reason = _template_unchecked(t, tok)
@@ -142,7 +144,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
             tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None, unchecked=reason)
             continue
         try:
-            tv = _render_text(t, tok, "vllm")
+            tv = _render_text(t, tok, "vllm", limits)
         except Exception as e:
             tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None,
                                        unchecked=f"template failed to render: {e}")
@@ -151,7 +153,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
         render_texts.append(tv)
         if plain:
             try:
-                tpl = _render_text(t, tok, "plain")
+                tpl = _render_text(t, tok, "plain", limits)
             except Exception as e:
                 tp_res[n] = {"plain_error": f"template failed to render: {e}"}
                 continue
@@ -210,6 +212,11 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
                 rec["row"] = RowResult(verdict="ERROR" if tr.error else "NOT_IN_CHAIN",
                                        reason=tr.error or tr.excluded_reason(rec["turn"]))
     return recs, folds
+
+
+def _scan_listed(scan_fn, listed: list[Rollout], chunk: list[tuple[str, int]]):
+    """In a worker: a chunk of (name, index into the list the worker inherited at the fork)."""
+    return scan_fn([(name, listed[i]) for name, i in chunk])
 
 
 def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
@@ -278,8 +285,13 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
             progress(totals["rollouts"], total)
 
     pool = None
+    listed = rollouts if isinstance(rollouts, list) else None
     if workers > 1 and can_fork():
-        pool = ChunkPool(partial(_scan_chunk, tok=tok, table=table, plain=plain, trainer=choice), workers)
+        scan_fn = partial(_scan_chunk, tok=tok, table=table, plain=plain, trainer=choice)
+        if listed is not None:  # the workers inherit the list: a chunk is sent as (name, index), not pickled
+            scan_fn = partial(_scan_listed, scan_fn, listed)
+        pool = ChunkPool(scan_fn, workers)
+    index = {id(r): i for i, r in enumerate(listed)} if pool is not None and listed is not None else {}
     submitted = 0  # rollouts sent to the chunks (names are numbered by it, as the serial scan numbers them)
 
     def flush() -> None:
@@ -288,7 +300,8 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
         if pool is None:
             take(_scan_chunk(chunk, tok, table, plain, choice))
         else:
-            for done in pool.submit(list(chunk)):
+            sent = [(name, index[id(r)]) for name, r in chunk] if listed is not None else list(chunk)
+            for done in pool.submit(sent):
                 take(done)
         chunk.clear()
 
