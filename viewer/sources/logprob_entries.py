@@ -12,7 +12,7 @@ top-k entries' bytes spell "token_id:N", not the token (docs/CAPTURE.md §1.1).
 """
 from __future__ import annotations
 
-from itertools import accumulate, chain
+from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
@@ -24,7 +24,6 @@ from viewer.sources.recordtypes import LogprobEntry, entries_as_dicts
 __all__ = ["topk_column", "bytes_column", "entry_values"]
 
 _NUM = {int, float}
-_TOKEN, _LOGPROB = attrgetter("token"), attrgetter("logprob")
 
 
 def entry_values(entries: list[Any], key: str) -> list[Any]:
@@ -69,8 +68,7 @@ def _typed_topk(entries: list[LogprobEntry]) -> TopKColumn | None:
     """Typed entries (:mod:`viewer.sources.recordtypes`): the types are known, only the token strings
     are checked; None when one is not ``"token_id:N"``."""
     tops = [e.top_logprobs for e in entries]
-    flat = list(chain.from_iterable(tops))
-    return _packed_topk(tops, list(map(_TOKEN, flat)), list(map(_LOGPROB, flat)))
+    return _packed_topk(tops, [t.token for ts in tops for t in ts], [t.logprob for ts in tops for t in ts])
 
 
 def _fast_topk(entries: list[Any]) -> TopKColumn | None:
