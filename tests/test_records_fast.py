@@ -225,3 +225,19 @@ def test_token_id_strings_parsed_by_the_proxy_rule(tokens):
         assert token_id_ints(tokens) is None or token_id_ints(tokens) == [int(t) for t in tails]
         return
     assert token_id_ints(tokens) == ([int(t) for t in tails] if ok else None)
+
+
+@pytest.mark.parametrize("sep", [", ", ",", ",\n  ", " ,"])
+def test_records_whose_inner_objects_open_like_them_stream_equal_json_loads(tmp_path, monkeypatch, sep):
+    """The stream guesses a record's end at the next object opening with the record's first key; an
+    inner object opening the same way (or a string holding the key) must not cut a record short."""
+    recs = [{"turn": i, "metadata": [{"turn": 9}, {"turn": 10}], "s": '", {"turn": 3}',
+             "logprobs": [dict(_ENTRY)], "completion_token_ids": [5]} for i in range(4)]
+    text = "[" + sep.join(json.dumps(r, separators=(sep, ": ")) for r in recs) + "]"
+    p = tmp_path / "t.json"
+    p.write_text(text)
+    for chunk in (9, 1 << 20):
+        monkeypatch.setattr(js, "CHUNK_CHARS", chunk)
+        rs = js.open_records(p)
+        assert _same(list(rs), json.loads(text)) and rs.problems == []
+        assert [t.call for t in read_capture(p, Settings()).turns] == [0, 1, 2, 3]

@@ -229,6 +229,22 @@ def _value_end(view: memoryview) -> int | None:
         return _MORE if "truncated" in text else None
 
 
+def _guess_end(buf: bytes, pos: int) -> int | None:
+    """Where the object at ``pos`` probably ends, unparsed: at the comma before the next object opening
+    with the same key (a trace's records all open with ``{"turn":`` or the like). A guess, kept only if
+    that slice decodes whole (a JSON value is never a prefix of another): saves msgspec's skip."""
+    colon = buf.find(b":", pos, pos + 64)
+    if colon < 0 or buf[pos:pos + 2] != b'{"':
+        return None
+    nxt = buf.find(buf[pos:colon + 1], colon)
+    if nxt < 0:
+        return None
+    comma = buf.rfind(b",", pos, nxt)
+    if comma < 0 or buf[comma + 1:nxt].strip(b" \t\r\n"):
+        return None
+    return comma - pos
+
+
 def _decode(view: memoryview, typed: Callable[[Any], Any] | None) -> Any:
     """The value that is exactly ``view`` (typed when the record fits), or _NO when msgspec refuses it."""
     try:
@@ -309,13 +325,17 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
             pos += 1
             break
         view = memoryview(buf)[pos:]
-        k = _value_end(view)
-        if (k == _MORE or k is not None and k >= len(view)) and not r.eof:  # may continue (a number cut by
-            view.release()  # the chunk, a record longer than it): read on
-            want = max(want, 2 * (len(buf) - pos))
-            refill()
-            continue
-        value = _decode(view[:k], s.typed) if k is not None and k >= 0 else _NO
+        k, value = _guess_end(buf, pos), _NO
+        if k is not None:  # decoded whole, the guess is proven; else the skip below finds the end
+            value = _decode(view[:k], s.typed)
+        if value is _NO:
+            k = _value_end(view)
+            if (k == _MORE or k is not None and k >= len(view)) and not r.eof:  # may continue (a number cut
+                view.release()  # by the chunk, a record longer than it): read on
+                want = max(want, 2 * (len(buf) - pos))
+                refill()
+                continue
+            value = _decode(view[:k], s.typed) if k is not None and k >= 0 else _NO
         view.release()
         if value is _NO:
             text = buf[pos:].decode("utf-8")  # valid: the reader made it so
