@@ -121,7 +121,7 @@ def main() -> None:
         big_scan(tok, args.big, args.repeat)
 
 
-def one_core_baseline(tok, rollouts: list[Rollout]) -> float:
+def one_core_baseline(tok, rollouts: list[Rollout]) -> tuple[float, float]:
     """One core's raw tokenizer throughput: batch decode of the outputs + batch encode of them with
     the rendered prompts, the tokenizers library's thread pool off (its default uses every core)."""
     turns = [t for r in rollouts for t in r.turns]
@@ -129,10 +129,10 @@ def one_core_baseline(tok, rollouts: list[Rollout]) -> float:
     old = os.environ.get("TOKENIZERS_PARALLELISM")
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # read by the Rust library at each call
     try:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         texts = tok.batch_decode([t.output_ids for t in turns], skip_special_tokens=False)
         tok(texts + prompts, add_special_tokens=False)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
     finally:
         if old is None:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
@@ -157,9 +157,8 @@ def big_scan(tok, n: int, repeat: int) -> None:
         return t.user + t.system + t.children_user + t.children_system
 
     for _ in range(repeat):  # alternating, best of each: machine load then slows all alike
-        c0 = cpu()
-        base = min(base, one_core_baseline(tok, big))
-        base_cpu = min(base_cpu, cpu() - c0)
+        b, bc = one_core_baseline(tok, big)
+        base, base_cpu = min(base, b), min(base_cpu, bc)
         t0 = time.perf_counter()
         serial = drift.scan(big, tok, plain=False, workers=1)
         serial_s = min(serial_s, time.perf_counter() - t0)
