@@ -122,3 +122,15 @@ def test_parallel_scan_of_rollouts_in_memory_equals_serial():
     serial = drift.scan(rollouts, tok, chunk_rollouts=2, workers=1, sweep=(1.0,))
     assert serial["totals"]["rollouts"] == 5 and _canon(par) == _canon(serial)
     assert mp.active_children() == []
+
+
+def test_one_chunk_is_scanned_in_process():
+    """A single rollout (the app's Drift tab, one capture on the command line) forks no workers."""
+    from viewer import drift
+    from viewer.sources import load_source
+    from viewer.tokenizer import load_qwen3
+
+    ro = load_source(REPO / "sample_data" / "qwen3-tiny", Settings())
+    pools = STATS["pools"]
+    res = drift.scan([ro], load_qwen3(), workers=2)
+    assert STATS["pools"] == pools and res["totals"]["rollouts"] == 1

@@ -284,25 +284,35 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
         if progress is not None:
             progress(totals["rollouts"], total)
 
-    pool = None
+    pool: ChunkPool | None = None
     listed = rollouts if isinstance(rollouts, list) else None
-    if workers > 1 and can_fork():
-        scan_fn = partial(_scan_chunk, tok=tok, table=table, plain=plain, trainer=choice)
-        if listed is not None:  # the workers inherit the list: a chunk is sent as (name, index), not pickled
-            scan_fn = partial(_scan_listed, scan_fn, listed)
-        pool = ChunkPool(scan_fn, workers)
-    index = {id(r): i for i, r in enumerate(listed)} if pool is not None and listed is not None else {}
+    index = {id(r): i for i, r in enumerate(listed)} if listed is not None and workers > 1 else {}
+    held: list[tuple[str, Rollout]] = []  # the first chunk, until a second shows the workers are worth forking
     submitted = 0  # rollouts sent to the chunks (names are numbered by it, as the serial scan numbers them)
 
+    def send(part: list[tuple[str, Rollout]]) -> None:
+        sent = [(name, index[id(r)]) for name, r in part] if listed is not None else list(part)
+        for done in pool.submit(sent):
+            take(done)
+
     def flush() -> None:
-        nonlocal submitted
+        nonlocal submitted, pool
         submitted += len(chunk)
+        if pool is None and workers > 1 and can_fork():
+            if not held:
+                held.extend(chunk)
+                chunk.clear()
+                return
+            scan_fn = partial(_scan_chunk, tok=tok, table=table, plain=plain, trainer=choice)
+            if listed is not None:  # the workers inherit the list: a chunk goes as (name, index), not pickled
+                scan_fn = partial(_scan_listed, scan_fn, listed)
+            pool = ChunkPool(scan_fn, workers)
+            send(held)
+            held.clear()
         if pool is None:
             take(_scan_chunk(chunk, tok, table, plain, choice))
         else:
-            sent = [(name, index[id(r)]) for name, r in chunk] if listed is not None else list(chunk)
-            for done in pool.submit(sent):
-                take(done)
+            send(chunk)
         chunk.clear()
 
     try:
@@ -320,6 +330,8 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
             flush()
         elif chunk:
             chunk.clear()
+        if held and not totals["cancelled"]:  # one chunk in all: scanned here, no fork
+            take(_scan_chunk(held, tok, table, plain, choice))
         if pool is not None:
             for done in pool.drain():
                 if cancel is not None and cancel.is_set():
