@@ -68,6 +68,9 @@ class Settings:
     ray_object_store_mb: int = _setting(128, "VIEWER_RAY_OBJECT_STORE_MB",
                                         "Object store of the embedded local Ray, in MB (blocks are small: per-turn "
                                         "rows).")
+    scan_workers: int = _setting(0, "VIEWER_SCAN_WORKERS",
+                                 "Processes a local drift scan runs its chunks of rollouts in (forked, the tokenizer "
+                                 "shared); 0 = one per CPU core, 1 = in the calling process.")
     ray_workers: int = _setting(2, "VIEWER_RAY_WORKERS",
                                 "Ray actors scanning blocks at once (each holds its own tokenizers); on a cluster, "
                                 "raise it to the CPUs to use.")

@@ -186,14 +186,15 @@ def roundtrip(turn: Turn, tok) -> RoundTrip:
 # B. Prompt re-render
 # --------------------------------------------------------------------------------------
 
-def _render_text(turn: Turn, tok, variant: str) -> str:
+def _render_text(turn: Turn, tok, variant: str, limits=None) -> str:
+    """``limits``: the budgets in force (None: read from the settings, per call; a scan reads them once)."""
     if variant == "vllm":
         return render_prompt_text(tok, turn.messages, tools=turn.tools or None,
                                   chat_template_kwargs=_chat_kwargs(turn), normalize_tool_arguments=True,
-                                  add_generation_prompt=_add_generation_prompt(turn))
+                                  add_generation_prompt=_add_generation_prompt(turn), limits=limits)
     # TRL's harness: messages + tools only, arguments verbatim, no kwargs
     return render_prompt_text(tok, turn.messages, tools=turn.tools or None, chat_template_kwargs=None,
-                              normalize_tool_arguments=False, add_generation_prompt=True)
+                              normalize_tool_arguments=False, add_generation_prompt=True, limits=limits)
 
 
 def _compare_render(stored: list[int], rendered: list[int], variant: str, tok) -> RenderComparison:

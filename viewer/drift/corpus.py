@@ -200,7 +200,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
                 chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None,
                 trainer: str | None = None, train_turns: str | None = None,
                 fork_threshold: int | None = None, sweep: tuple[float, ...] | None = None,
-                whatifs: bool = False) -> ScanResult:
+                whatifs: bool = False, workers: int | None = None) -> ScanResult:
     """Scan SOURCE (a path / spec, or rollouts already in memory) with :func:`viewer.drift.scan`.
 
     Tokenizer: ``tok`` when given; else the ``tokenizer`` override (it must load, or
@@ -215,6 +215,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     (:mod:`viewer.drift.trainer`; None = what each rollout supports); the result's
     ``trainer`` block says which ran, with TRL's tally summed over rollouts. ``sweep`` /
     ``whatifs``: the ``gradient`` block's fork-threshold sweep and what-ifs (:mod:`viewer.drift.costs`).
+    ``workers``: processes for the chunks (None: ``settings.scan_workers``, 0 = one per core).
     """
     from viewer import drift
     from viewer.drift.results import empty_totals, new_trainer_block
@@ -224,6 +225,10 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     from viewer.tokenizer import TokenizerChoice, resolve_tokenizer
 
     settings = settings or Settings()
+    from viewer.drift.pool import default_workers
+
+    n_workers = settings.scan_workers if workers is None else workers
+    n_workers = n_workers if n_workers > 0 else default_workers()
     thr = fork_threshold
     try:  # a wrong trainer name is a usage error before anything is read
         check_args(trainer, train_turns, thr)
@@ -259,46 +264,41 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
                            "gradient": new_gradient_block()}
     names: dict[str | None, str] = {}
     done = 0
-    batch: list[Rollout] = []
-    batch_choice: Any = None
 
-    def flush() -> None:
-        nonlocal done
-        if not batch:
-            return
+    def tagged() -> Iterator[tuple[Any, Rollout]]:
+        for r in rollouts:
+            if cancel is not None and cancel.is_set():
+                return
+            if on_rollout is not None:
+                on_rollout(r)
+            yield pick(r), r
+
+    # Consecutive rollouts sharing a tokenizer are one scan, fed lazily (chunks of ``chunk_rollouts``
+    # inside it; its worker processes stay up for the whole run of them).
+    for _key, group in itertools.groupby(tagged(), key=lambda cr: id(cr[0].tokenizer)):
+        choice, first = next(group)
         base = done
 
-        def prog(d: int, _t: int | None) -> None:
+        def prog(d: int, _t: int | None, base: int = base) -> None:
             if progress is not None:
                 progress(base + d, total)
 
-        res = drift.scan(batch, batch_choice.tokenizer, progress=prog, cancel=cancel, plain=plain,
-                         chunk_rollouts=chunk_rollouts, trainer=trainer, train_turns=train_turns,
-                         fork_threshold=thr, sweep=sweep, whatifs=whatifs)
+        res = drift.scan(itertools.chain([first], (r for _, r in group)), choice.tokenizer, progress=prog,
+                         cancel=cancel, plain=plain, chunk_rollouts=chunk_rollouts, trainer=trainer,
+                         train_turns=train_turns, fork_threshold=thr, sweep=sweep, whatifs=whatifs,
+                         workers=n_workers)
         for rec in res["turns"]:
-            rec["tokenizer"] = batch_choice.name
+            rec["tokenizer"] = choice.name
         out["turns"].extend(res["turns"])
+        cancelled = res["totals"].pop("cancelled", False)
         _merge(out["totals"], res["totals"])
         merge_trainer(out["trainer"], res["trainer"])
         merge_gradient(out["gradient"], res["gradient"])
-        names.setdefault(batch_choice.name, batch_choice.message)
-        done += len(batch)
-        batch.clear()
-
-    for r in rollouts:
-        if cancel is not None and cancel.is_set():
-            out["totals"]["cancelled"] = True
+        names.setdefault(choice.name, choice.message)
+        done += res["totals"]["rollouts"]
+        if cancelled:
             break
-        if on_rollout is not None:
-            on_rollout(r)
-        c = pick(r)
-        if batch and (c.tokenizer is not batch_choice.tokenizer or len(batch) >= chunk_rollouts):
-            flush()
-        batch_choice = c
-        batch.append(r)
-    if not (cancel is not None and cancel.is_set()):
-        flush()
-    else:
+    if cancel is not None and cancel.is_set():
         out["totals"]["cancelled"] = True
     t = out["totals"]
     for k, v in empty_totals().items():

@@ -94,7 +94,7 @@ def scan_block(block: dict[str, Any], settings: Settings, kw: dict[str, Any]) ->
     try:
         if isinstance(src, list) and not src:
             raise ScanInputError("no readable rollout")
-        res = scan_source(src, settings, **kw)
+        res = scan_source(src, settings, workers=1, **kw)  # the actors are the processes
     except ScanInputError as e:
         if not errors:
             errors.append(ScanError(source=str(block["spec"]), error=e.message))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sized
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from viewer.drift.causes import classify_divergence, common_prefix
@@ -15,10 +16,12 @@ from viewer.drift.costs import merge_gradient, new_gradient_block, rollout_costs
 from viewer.drift.checks import _need_tokenizer, _oov_reason, _render_text, _roundtrip_result, _template_unchecked
 from viewer.drift.checks import prefix_audit
 from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_rows
+from viewer.config import Settings
 from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import token_table
 from .results import (CHECKS, PrefixResult, RetokenizeResult, RowResult, ScanResult, TemplateResult,
                       TrainerBlock, empty_totals, new_trainer_block)
+from .pool import ChunkPool, can_fork
 from .rows import Tally
 
 __all__ = ["scan", "merge_trainer"]
@@ -45,12 +48,11 @@ class _TrainerChoice:
 _SEMANTICS = tuple(k for k in TrainerBlock.__annotations__ if k not in ("modes", "errors", "tally"))
 
 
-def _add_trainer(block: dict[str, Any], tr: TrainerRows) -> None:
-    """Fold one rollout's trainer result into the scan's ``trainer`` block."""
+def _trainer_part(tr: TrainerRows) -> dict[str, Any]:
+    """One rollout's trainer result as a ``trainer`` block part (for :func:`merge_trainer`)."""
     spec = tr.spec.to_dict()
-    part = {**spec, "modes": {f"{spec['mode']}/{spec['train_turns']}": 1}, "errors": int(tr.error is not None),
+    return {**spec, "modes": {f"{spec['mode']}/{spec['train_turns']}": 1}, "errors": int(tr.error is not None),
             "tally": tr.tally.to_dict()}
-    merge_trainer(block, part)
 
 
 def merge_trainer(block: dict[str, Any], part: dict[str, Any]) -> None:
@@ -93,8 +95,21 @@ def _batch_encode(tok, texts: list[str]) -> list[list[int]]:
     return [list(x) for x in tok(texts, add_special_tokens=False)["input_ids"]]
 
 
-def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, trainer: _TrainerChoice,
-                totals: dict[str, Any], gradient: dict[str, Any]) -> list[dict[str, Any]]:
+_Fold = tuple  # (rows totals, trainer part, costs dict, rollout name): one rollout's sums, merged in order
+
+
+def _fold(folds: list[_Fold], totals: dict[str, Any], gradient: dict[str, Any]) -> None:
+    """Add a chunk's per-rollout sums into the scan's, one rollout at a time and in order (the
+    same merges whether the chunk ran here or in a worker process)."""
+    for tot, part, cost, name in folds:
+        for k in ("rows", "forked_rows", "tokens_losing_gradient"):
+            totals[k] += tot[k]
+        merge_trainer(totals["trainer"], part)
+        merge_gradient(gradient, cost, rollout=name)
+
+
+def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
+                trainer: _TrainerChoice) -> tuple[list[dict[str, Any]], list[_Fold]]:
     items: list[tuple[str, Turn, Turn | None]] = []
     for name, r in chunk:
         prev = None
@@ -121,6 +136,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
     # --- B: render every checkable prompt, then one batch encode for all texts
     tp_todo: list[tuple[int, str]] = []
     tp_res: dict[int, dict[str, Any]] = {}
+    limits = Settings.from_env().limits()  # once a chunk, not per render (it reads every variable)
     render_texts: list[str] = []
     for n, (_, t, _) in enumerate(items):
         reason = _template_unchecked(t, tok)
@@ -128,7 +144,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
             tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None, unchecked=reason)
             continue
         try:
-            tv = _render_text(t, tok, "vllm")
+            tv = _render_text(t, tok, "vllm", limits)
         except Exception as e:
             tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None,
                                        unchecked=f"template failed to render: {e}")
@@ -137,7 +153,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
         render_texts.append(tv)
         if plain:
             try:
-                tpl = _render_text(t, tok, "plain")
+                tpl = _render_text(t, tok, "plain", limits)
             except Exception as e:
                 tp_res[n] = {"plain_error": f"template failed to render: {e}"}
                 continue
@@ -177,14 +193,11 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
         rec = {"rollout": name, "turn": t.index, "call": t.call,
                "retokenize": rt_res[n], "template": tp_res.get(n, {}), "prefix": p}
         recs.append(rec)
+    folds: list[_Fold] = []
     for name, r in chunk:
         tr = trainer.rows(r, tok)
-        tot = tr.totals()
-        for k in ("rows", "forked_rows", "tokens_losing_gradient"):
-            totals[k] += tot[k]
-        _add_trainer(totals["trainer"], tr)
         cost = rollout_costs(r, tr, tok, thresholds=trainer.sweep, whatifs=trainer.whatifs)
-        merge_gradient(gradient, cost.to_dict(), rollout=name)
+        folds.append((tr.totals(), _trainer_part(tr), cost.to_dict(), name))
         lost_cause = {x.at_turn: x.cause for x in cost.lost}
         for rec in recs:
             if rec["rollout"] != name:
@@ -198,7 +211,12 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool, train
             else:
                 rec["row"] = RowResult(verdict="ERROR" if tr.error else "NOT_IN_CHAIN",
                                        reason=tr.error or tr.excluded_reason(rec["turn"]))
-    return recs
+    return recs, folds
+
+
+def _scan_listed(scan_fn, listed: list[Rollout], chunk: list[tuple[str, int]]):
+    """In a worker: a chunk of (name, index into the list the worker inherited at the fork)."""
+    return scan_fn([(name, listed[i]) for name, i in chunk])
 
 
 def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
@@ -228,7 +246,7 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
          cancel: threading.Event | None = None, *, plain: bool = True, chunk_rollouts: int = 32,
          trainer: str | None = None, train_turns: str | None = None,
          fork_threshold: int | None = None, sweep: tuple[float, ...] | None = None,
-         whatifs: bool = False) -> ScanResult:
+         whatifs: bool = False, workers: int = 1) -> ScanResult:
     """Drift over a dataset (agent turns), JSON-able. See the module doc for the checks.
 
     Per turn: ``retokenize`` {equal, first_mismatch, changed_spans, cause}, ``template``
@@ -244,6 +262,8 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
     tokens losing their gradient by cause and by turn (:mod:`viewer.drift.costs`), plus the
     fork-threshold ``sweep`` when thresholds are given and the measured what-ifs when ``whatifs``. ``progress(done_rollouts, total_or_None)`` is called per chunk; when ``cancel``
     is set the scan stops between chunks and returns what it has (``cancelled: true``).
+    ``workers`` > 1: chunks are scanned in that many forked processes (:mod:`viewer.drift.pool`),
+    the result identical to the serial scan's.
     """
     total = len(rollouts) if isinstance(rollouts, Sized) else None
     table = token_table(tok) if tok is not None else None
@@ -254,29 +274,72 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
     turns: list[dict[str, Any]] = []
     chunk: list[tuple[str, Rollout]] = []
 
-    def flush() -> None:
-        for rec in _scan_chunk(chunk, tok, table, plain, choice, totals, gradient):
+    def take(done: tuple[list[dict[str, Any]], list[_Fold]]) -> None:
+        recs, folds = done
+        _fold(folds, totals, gradient)
+        for rec in recs:
             _tally(rec, totals)
             turns.append(rec)
-        totals["rollouts"] += len(chunk)
-        chunk.clear()
+        totals["rollouts"] += len(folds)
         if progress is not None:
             progress(totals["rollouts"], total)
 
-    for r in rollouts:
-        if cancel is not None and cancel.is_set():
-            totals["cancelled"] = True
-            break
-        name = r.source if r.source else f"rollout-{totals['rollouts'] + len(chunk)}"
-        if any(name == c[0] for c in chunk):
-            name = f"{name}#{totals['rollouts'] + len(chunk)}"
-        chunk.append((name, r))
-        if len(chunk) >= chunk_rollouts:
-            flush()
-    if chunk and not totals["cancelled"]:
-        flush()
-    elif chunk:
+    pool: ChunkPool | None = None
+    listed = rollouts if isinstance(rollouts, list) else None
+    index = {id(r): i for i, r in enumerate(listed)} if listed is not None and workers > 1 else {}
+    held: list[tuple[str, Rollout]] = []  # the first chunk, until a second shows the workers are worth forking
+    submitted = 0  # rollouts sent to the chunks (names are numbered by it, as the serial scan numbers them)
+
+    def send(part: list[tuple[str, Rollout]]) -> None:
+        sent = [(name, index[id(r)]) for name, r in part] if listed is not None else list(part)
+        for done in pool.submit(sent):
+            take(done)
+
+    def flush() -> None:
+        nonlocal submitted, pool
+        submitted += len(chunk)
+        if pool is None and workers > 1 and can_fork():
+            if not held:
+                held.extend(chunk)
+                chunk.clear()
+                return
+            scan_fn = partial(_scan_chunk, tok=tok, table=table, plain=plain, trainer=choice)
+            if listed is not None:  # the workers inherit the list: a chunk goes as (name, index), not pickled
+                scan_fn = partial(_scan_listed, scan_fn, listed)
+            pool = ChunkPool(scan_fn, workers)
+            send(held)
+            held.clear()
+        if pool is None:
+            take(_scan_chunk(chunk, tok, table, plain, choice))
+        else:
+            send(chunk)
         chunk.clear()
+
+    try:
+        for r in rollouts:
+            if cancel is not None and cancel.is_set():
+                totals["cancelled"] = True
+                break
+            name = r.source if r.source else f"rollout-{submitted + len(chunk)}"
+            if any(name == c[0] for c in chunk):
+                name = f"{name}#{submitted + len(chunk)}"
+            chunk.append((name, r))
+            if len(chunk) >= chunk_rollouts:
+                flush()
+        if chunk and not totals["cancelled"]:
+            flush()
+        elif chunk:
+            chunk.clear()
+        if held and not totals["cancelled"]:  # one chunk in all: scanned here, no fork
+            take(_scan_chunk(held, tok, table, plain, choice))
+        if pool is not None:
+            for done in pool.drain():
+                if cancel is not None and cancel.is_set():
+                    break
+                take(done)
+    finally:
+        if pool is not None:
+            pool.close()
     if cancel is not None and cancel.is_set():
         totals["cancelled"] = True
     return {"turns": turns, "totals": totals, "trainer": totals.pop("trainer"), "gradient": gradient}

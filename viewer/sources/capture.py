@@ -102,7 +102,7 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
     max_mb = settings.max_file_mb
     lim = settings.limits()  # records stop the stream; turns and tokens are checked as each turn is made
     ro = Rollout(source=str(path), format=fmt)
-    trace_rs = open_records(files.trace, files.trace.name, max_mb, lim) if files.trace else None
+    trace_rs = open_records(files.trace, files.trace.name, max_mb, lim, trace=True) if files.trace else None
     turns_rs = open_records(files.turns, files.turns.name, max_mb, lim) if files.turns else None
     # A single file holding turns entries is a turns file, not a trace.
     if fmt == "trace" and trace_rs is not None and is_turns_record(trace_rs.first()):

@@ -12,14 +12,17 @@ an error message (None when clean) for the caller to wrap in a located Problem.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import isnan
+
+import msgspec
 from typing import Any, Generic, TypeVar
 
 from viewer.packed import pack_floats, pack_ids, pack_mask, pack_mask_01
 from viewer.sources.openai_wire import TOKEN_ID_PREFIX, token_id
 
-__all__ = ["Checked", "check_ids", "check_logprobs", "check_mask", "ids_from_token_strings", "TOKEN_ID_PREFIX"]
+__all__ = ["Checked", "check_ids", "check_logprobs", "check_mask", "ids_from_token_strings", "token_id_ints",
+           "TOKEN_ID_PREFIX"]
 
-_P = len(TOKEN_ID_PREFIX)
 _NUM = {float, int}
 T = TypeVar("T")
 
@@ -32,6 +35,7 @@ class Checked(Generic[T]):
     error: str | None = None
 
 
+_int_list = msgspec.json.Decoder(list[int])
 MAX_ID = 2 ** 31  # no vocabulary comes near; a bigger "id" (a 4,000-digit number) is bad data, not a token
 
 
@@ -68,9 +72,11 @@ def check_logprobs(value: Any) -> Checked[float | None]:
         return Checked(None)
     if not isinstance(value, list):
         return Checked(None, f"expected a list of logprobs, got {type(value).__name__}")
-    if not value or (set(map(type, value)) <= _NUM and all(_is_logprob(x) for x in value)):
+    types = set(map(type, value))
+    if not value or (types == {float} and max(value) < 1e-3 and not any(map(isnan, value))) or (
+            types <= _NUM and all(_is_logprob(x) for x in value)):  # (the first test: _is_logprob at C speed)
         return Checked(pack_floats(value))
-    if set(map(type, value)) <= _NUM:  # NaN / +Infinity (JSON allows them in Python): not a probability
+    if types <= _NUM:  # NaN / +Infinity (JSON allows them in Python): not a probability
         bad = [i for i, x in enumerate(value) if not _is_logprob(x)]
         return Checked([x if _is_logprob(x) else None for x in value],
                        f"{len(bad)} logprob(s) are not finite log-probabilities (first: entry {bad[0]} = "
@@ -97,15 +103,44 @@ def check_mask(value: Any) -> Checked[int]:
     return Checked(None, f"entry {bad} is {_show(value[bad])}, expected 0/1; mask ignored")
 
 
+def token_id_ints(tokens: list[Any]) -> list[int] | None:
+    """Every item exactly ``"token_id:"`` + ASCII digits: their ids, checked and parsed with whole-list
+    passes at C speed (millions of items in a long trace); None as soon as one is anything else."""
+    try:
+        joined = ",".join(tokens)
+    except TypeError:  # not all strings
+        return None
+    # the prefix starts every item and appears nowhere else, and what is left is digits and separators
+    if (not joined.startswith(TOKEN_ID_PREFIX) or joined.count("," + TOKEN_ID_PREFIX) != len(tokens) - 1
+            or joined.count(TOKEN_ID_PREFIX) != len(tokens)):
+        return None
+    digits = joined.replace(TOKEN_ID_PREFIX, "")
+    if not digits.isascii():
+        return None
+    ids = None
+    if not any(c in digits for c in "- \t\r\n"):  # then what JSON takes as a list of ints is digits and commas
+        try:  # "12,7,…" is a JSON array of ints once bracketed: msgspec parses it at C speed
+            ids = _int_list.decode(f"[{digits}]")
+        except msgspec.DecodeError:  # an empty item ("token_id:"), a leading zero JSON refuses, not digits
+            ids = None
+    if ids is None:
+        if not digits.replace(",", "").isdigit():
+            return None
+        try:
+            ids = [int(x) for x in digits.split(",")]
+        except ValueError:  # an empty item
+            return None
+    return ids if len(ids) == len(tokens) else None
+
+
 def ids_from_token_strings(tokens: Any) -> Checked[int]:
     """Ids parsed from ``"token_id:N"`` strings (:func:`viewer.sources.openai_wire.token_id`, the
     parser the proxy uses too). ``value`` None = not token-id strings at all."""
     if not isinstance(tokens, list) or not tokens:
         return Checked(None)
-    # fast path (the common case, millions of entries): all well-formed
-    tails = [s[_P:] for s in tokens if type(s) is str and s.startswith(TOKEN_ID_PREFIX)]
-    if len(tails) == len(tokens) and all(t.isascii() and t.isdigit() for t in tails):
-        return Checked(pack_ids([int(t) for t in tails]))
+    ids = token_id_ints(tokens)  # fast path (the common case, millions of entries): all well-formed
+    if ids is not None:
+        return Checked(pack_ids(ids))
     out: list[int] = []
     for i, s in enumerate(tokens):
         n = token_id(s)

@@ -1,8 +1,9 @@
 """Record files read one record at a time, so a 700 MB trace is never held as one document.
 
 :func:`open_records` returns a :class:`RecordStream`: iterating it yields the records of a
-JSON array or a JSONL file as each is parsed (the file is read in chunks and each element
-decoded with ``json.JSONDecoder.raw_decode``, at C speed); the caller turns each record
+JSON array or a JSONL file as each is parsed (the file is read in byte chunks; an array's
+elements are decoded by msgspec, :mod:`viewer.sources.recordtypes`, falling back to
+``json.JSONDecoder.raw_decode`` for what msgspec refuses); the caller turns each record
 into compact values and drops it. Peak memory is one chunk plus one record instead of the
 whole text plus every Python object of every record.
 
@@ -16,17 +17,21 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+import msgspec
 
 from viewer.budgets import Limits
 from viewer.rollout import Problem
+from viewer.sources.recordtypes import ValidationError, decode_generic, decode_trace_record
 from viewer.sources.jsonio import (SKIP, RecordFile, jsonl_record, nesting_exceeded, number_error, read_records,
                                    size_problem)
 
 __all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
 
-CHUNK_CHARS = 16 << 20  # text decoded per read (a partial record at the end is parsed again: keep chunks >> records)
+CHUNK_CHARS = 4 << 20  # bytes read at a time (a record cut by the end is found again: keep chunks >> records)
 _WS = " \t\r\n"
 _decoder = json.JSONDecoder()
 
@@ -39,9 +44,11 @@ class RecordStream:
     found while streaming are appended as they are met, so read them after iterating.
     """
 
-    def __init__(self, path: Path, label: str, whole: RecordFile | None, limits: Limits | None = None):
+    def __init__(self, path: Path, label: str, whole: RecordFile | None, limits: Limits | None = None,
+                 typed: Callable[[Any], Any] | None = None):
         self.path, self.label = path, label
         self.limits = limits
+        self.typed = typed  # a streamed array's records decoded with these types when they fit
         self._whole = whole  # set when the file was read whole (not an array or JSONL)
         self.problems: list[Problem] = whole.problems if whole is not None else []
         self.parsed = whole.parsed if whole is not None else True
@@ -105,14 +112,16 @@ class RecordStream:
 
 
 def open_records(path: Path, label: str | None = None, max_mb: float | None = None,
-                 limits: Limits | None = None) -> RecordStream:
+                 limits: Limits | None = None, trace: bool = False) -> RecordStream:
     """Stream a JSON array or JSONL file; read anything else whole (see the module doc).
-    ``limits``: iterating stops at its ``records`` budget (BudgetExceeded)."""
+    ``limits``: iterating stops at its ``records`` budget (BudgetExceeded). ``trace``: the records
+    are proxy records; an array's are decoded with their logprob entries typed
+    (:func:`viewer.sources.recordtypes.decode_trace_record`)."""
     label = label or path.name
     if size_problem(path, label, max_mb) is None:
         kind = _sniff(path)
         if kind is not None:
-            s = RecordStream(path, label, None, limits)
+            s = RecordStream(path, label, None, limits, decode_trace_record if trace else None)
             s.container = kind
             return s
     return RecordStream(path, label, read_records(path, label, max_mb, limits), limits)
@@ -156,7 +165,8 @@ def _sniff(path: Path) -> str | None:
 
 
 class _Reader:
-    """UTF-8 text of a binary file in chunks; an undecodable byte is replaced and reported once."""
+    """The file's bytes in chunks, as valid UTF-8: an undecodable byte is replaced (U+FFFD) and
+    reported once, at its byte offset. ASCII chunks (the usual trace) pass through uncopied."""
 
     def __init__(self, f, stream: RecordStream):
         self.f, self.stream = f, stream
@@ -164,15 +174,19 @@ class _Reader:
         self.bytes_done = 0
         self.first = True
         self.eof = False
+        self.ascii = True  # every chunk so far was ASCII: a character offset is a byte offset
 
-    def read(self, n_chars: int) -> str:
-        raw = self.f.read(n_chars)
+    def read(self, n_bytes: int) -> bytes:
+        raw = self.f.read(n_bytes)
         self.eof = not raw
         if self.first:
             self.first = False
             if raw.startswith(codecs.BOM_UTF8):
                 raw = raw[3:]
                 self.bytes_done += 3
+        if raw.isascii() and not self.dec.getstate()[0]:
+            self.bytes_done += len(raw)
+            return raw
         try:
             text = self.dec.decode(raw, final=self.eof)
         except UnicodeDecodeError as e:
@@ -183,14 +197,76 @@ class _Reader:
             self.dec = codecs.getincrementaldecoder("utf-8")("replace")
             text = self.dec.decode(pending + raw, final=self.eof)
         self.bytes_done += len(raw)
-        return text
+        self.ascii = self.ascii and text.isascii()
+        return text.encode("utf-8")
+
+    def nchars(self, b: bytes) -> int:
+        """Characters in ``b`` (whole characters: it starts and ends on boundaries)."""
+        return len(b) if self.ascii else len(b.decode("utf-8"))
+
+
+_NONWS = re.compile(rb"[^ \t\r\n]")
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+_skip = msgspec.json.Decoder(msgspec.Raw)  # finds where one value ends without building it
+_NO = object()
+_MORE = -1
+
+
+def _value_end(view: memoryview) -> int | None:
+    """Where the JSON value at the start of ``view`` ends (its length; whitespace after it may be
+    included), :data:`_MORE` when the view ends inside it, or None when msgspec cannot say
+    (malformed, or an extension of Python's parser such as NaN). msgspec has no ``raw_decode``: it
+    reports the first character after the value as an error with its offset; an offset taken from
+    that message is proven by decoding exactly that slice (a JSON value is never a prefix of another)."""
+    try:
+        _skip.decode(view)
+        return len(view)
+    except (msgspec.DecodeError, RecursionError) as e:
+        text = str(e)
+        m = _TRAILING.search(text)
+        if m:
+            return int(m.group(1)) - 1
+        return _MORE if "truncated" in text else None
+
+
+def _guess_end(buf: bytes, pos: int) -> int | None:
+    """Where the object at ``pos`` probably ends, unparsed: at the comma before the next object opening
+    with the same key (a trace's records all open with ``{"turn":`` or the like). A guess, kept only if
+    that slice decodes whole (a JSON value is never a prefix of another): saves msgspec's skip."""
+    colon = buf.find(b":", pos, pos + 64)
+    if colon < 0 or buf[pos:pos + 2] != b'{"':
+        return None
+    nxt = buf.find(buf[pos:colon + 1], colon)
+    if nxt < 0:
+        return None
+    comma = buf.rfind(b",", pos, nxt)
+    if comma < 0 or buf[comma + 1:nxt].strip(b" \t\r\n"):
+        return None
+    return comma - pos
+
+
+def _decode(view: memoryview, typed: Callable[[Any], Any] | None) -> Any:
+    """The value that is exactly ``view`` (typed when the record fits), or _NO when msgspec refuses it."""
+    try:
+        if typed is not None:
+            try:
+                return typed(view)
+            except ValidationError:
+                pass  # not the shape the types describe: generic dicts, read by the item-by-item rules
+        return decode_generic(view)
+    except (msgspec.DecodeError, RecursionError):
+        return _NO  # Python's parser decides (NaN, a lone surrogate, 1e400, too deep, broken)
 
 
 def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
-    """Elements of a top-level array; the rules and messages of jsonio's array salvage."""
+    """Elements of a top-level array; the rules and messages of jsonio's array salvage.
+
+    Each element is decoded by msgspec from the bytes (one skip to find its end, one decode of
+    that slice); where msgspec refuses an element, :mod:`json` decodes it, so values and error
+    messages are the stdlib's. Positions: bytes here, reported as the characters an editor shows."""
     buf = r.read(CHUNK_CHARS)
     pos = 0
-    line0, col0 = 1, 0  # line and 0-based column of buf[0]
+    line0, col0 = 1, 0  # line and 0-based column (characters) of buf[0]
     seen, seen_line = 0, 1  # newlines counted up to buf[seen]
     want = CHUNK_CHARS
 
@@ -202,9 +278,10 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
         line = line_at(pos)
         if line != line0:
             line0 = line
-            col0 = pos - buf.rfind("\n", 0, pos) - 1
+            nl = buf.rfind(b"\n", 0, pos)
+            col0 = r.nchars(buf[nl + 1:pos])
         else:
-            col0 += pos
+            col0 += r.nchars(buf[:pos]) if not r.ascii else pos
         buf = buf[pos:] + r.read(want)
         pos = seen = 0
         seen_line = line0
@@ -213,25 +290,28 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
     def line_at(p: int) -> int:
         """Line of buf[p], counting newlines only since the last call (records come in order)."""
         nonlocal seen, seen_line
-        seen_line += buf.count("\n", seen, p)
+        nl = buf.find(b"\n", seen, p)  # memchr: a trace written by json.dumps has no newline to count
+        if nl >= 0:
+            seen_line += buf.count(b"\n", nl, p)
         seen = p
         return seen_line
 
     def skip_ws() -> bool:
         nonlocal pos
         while True:
-            while pos < len(buf) and buf[pos] in _WS:
-                pos += 1
-            if pos < len(buf):
+            m = _NONWS.search(buf, pos)
+            if m is not None:
+                pos = m.start()
                 return True
+            pos = len(buf)
             if not refill():
                 return False
 
     def line_col(p: int) -> tuple[int, int]:
-        nl = buf.count("\n", 0, p)
+        nl = buf.count(b"\n", 0, p)
         if nl:
-            return line0 + nl, p - buf.rfind("\n", 0, p)
-        return line0, col0 + p + 1
+            return line0 + nl, r.nchars(buf[buf.rfind(b"\n", 0, p) + 1:p]) + 1
+        return line0, col0 + r.nchars(buf[:p]) + 1
 
     skip_ws()
     pos += 1  # the "[" _sniff saw
@@ -241,37 +321,53 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
         if not skip_ws():
             msg = "truncated: the array is not closed"
             break
-        if buf[pos] == "]" and n == 0:
+        if buf[pos] == 0x5D and n == 0:  # "]"
             pos += 1
             break
-        try:
-            value, end = _decoder.raw_decode(buf, pos)
-            if end >= len(buf) and not r.eof:
-                raise json.JSONDecodeError("may continue", buf, end)  # a number cut by the chunk
-        except RecursionError:
-            raise nesting_exceeded(s.label, s.where(n), s.limits) from None
-        except ValueError as e:  # JSONDecodeError, or a number of too many digits (no position: stop here)
-            if not isinstance(e, json.JSONDecodeError):
-                msg = f"invalid JSON: {number_error(e)}"
-                break
-            if not r.eof:
-                want = max(want, 2 * (len(buf) - pos))  # a record longer than a chunk: read more next time
+        view = memoryview(buf)[pos:]
+        k, value = _guess_end(buf, pos), _NO
+        if k is not None:  # decoded whole, the guess is proven; else the skip below finds the end
+            value = _decode(view[:k], s.typed)
+        if value is _NO:
+            k = _value_end(view)
+            if (k == _MORE or k is not None and k >= len(view)) and not r.eof:  # may continue (a number cut
+                view.release()  # by the chunk, a record longer than it): read on
+                want = max(want, 2 * (len(buf) - pos))
                 refill()
                 continue
-            msg, pos = f"invalid or truncated JSON: {e.msg}", e.pos
-            break
+            value = _decode(view[:k], s.typed) if k is not None and k >= 0 else _NO
+        view.release()
+        if value is _NO:
+            text = buf[pos:].decode("utf-8")  # valid: the reader made it so
+            try:
+                value, end = _decoder.raw_decode(text)
+                if end >= len(text) and not r.eof:
+                    raise json.JSONDecodeError("may continue", text, end)  # a number cut by the chunk
+            except RecursionError:
+                raise nesting_exceeded(s.label, s.where(n), s.limits) from None
+            except ValueError as e:  # JSONDecodeError, or a number of too many digits (no position: stop here)
+                if not isinstance(e, json.JSONDecodeError):
+                    msg = f"invalid JSON: {number_error(e)}"
+                    break
+                if not r.eof:
+                    want = max(want, 2 * (len(buf) - pos))  # a record longer than a chunk: read more next time
+                    refill()
+                    continue
+                msg, pos = f"invalid or truncated JSON: {e.msg}", pos + len(text[:e.pos].encode("utf-8"))
+                break
+            k = len(text[:end].encode("utf-8"))
         s._lines.append(line_at(pos))
         n += 1
         yield value
         value = None
-        pos = end
+        pos += k
         if not skip_ws():
             msg = "truncated: the array is not closed"
             break
-        if buf[pos] == ",":
+        if buf[pos] == 0x2C:  # ","
             pos += 1
             continue
-        if buf[pos] == "]":
+        if buf[pos] == 0x5D:  # "]"
             pos += 1
             if skip_ws():
                 msg = "unexpected content after the array"
@@ -289,7 +385,7 @@ def _jsonl(r: _Reader, s: RecordStream) -> Iterator[Any]:
     tail = ""
     n_line = 0
     while True:
-        chunk = r.read(CHUNK_CHARS)
+        chunk = r.read(CHUNK_CHARS).decode("utf-8")  # whole characters: the reader keeps a cut one back
         text = tail + chunk
         lines = text.split("\n")
         tail = lines.pop() if not r.eof else ""

@@ -12,20 +12,40 @@ top-k entries' bytes spell "token_id:N", not the token (docs/CAPTURE.md §1.1).
 """
 from __future__ import annotations
 
+from itertools import accumulate
+from operator import attrgetter
 from typing import Any
 
 from viewer.packed import NO_ID, BytesColumn, Packed, TopKColumn, pack_ids
-from viewer.sources.openai_wire import TOKEN_ID_PREFIX, token_id
+from viewer.sources.columns import token_id_ints
+from viewer.sources.openai_wire import token_id
+from viewer.sources.recordtypes import LogprobEntry, entries_as_dicts
 
-__all__ = ["topk_column", "bytes_column"]
+__all__ = ["topk_column", "bytes_column", "entry_values"]
 
 _NUM = {int, float}
+
+
+def entry_values(entries: list[Any], key: str) -> list[Any]:
+    """``entry[key]`` of each entry; None where an entry is not an object or lacks it."""
+    if entries and type(entries[0]) is LogprobEntry:  # typed: every entry has every field
+        return list(map(attrgetter(key), entries))
+    try:
+        return [e[key] for e in entries]
+    except (KeyError, TypeError):
+        return [e.get(key) if isinstance(e, dict) else None for e in entries]
 
 
 def topk_column(entries: list[Any], n: int) -> TopKColumn:
     """The top-k alternatives of the first ``n`` entries (positions past the entries: none)."""
     entries = entries[:n]
-    col = _fast_topk(entries)
+    col = None
+    if entries and type(entries[0]) is LogprobEntry:
+        col = _typed_topk(entries)
+        if col is None:  # a token that is not "token_id:N": the item-by-item rules, which read dicts
+            entries = entries_as_dicts(entries)
+    if col is None:
+        col = _fast_topk(entries)
     if col is None:
         col = _slow_topk(entries)
     if len(col) < n:
@@ -33,6 +53,22 @@ def topk_column(entries: list[Any], n: int) -> TopKColumn:
         col.starts.extend([last] * (n - len(col)))
         col._n = n
     return col
+
+
+def _packed_topk(tops: list[list[Any]], toks: list[Any], lps: list[Any]) -> TopKColumn | None:
+    if not toks:
+        return TopKColumn(Packed("i", [0] * (len(tops) + 1)), Packed("i"), Packed("d"), None)
+    ids = token_id_ints(toks)
+    if ids is None:
+        return None
+    return TopKColumn(Packed("i", accumulate(map(len, tops), initial=0)), pack_ids(ids), Packed("d", lps), None)
+
+
+def _typed_topk(entries: list[LogprobEntry]) -> TopKColumn | None:
+    """Typed entries (:mod:`viewer.sources.recordtypes`): the types are known, only the token strings
+    are checked; None when one is not ``"token_id:N"``."""
+    tops = [e.top_logprobs for e in entries]
+    return _packed_topk(tops, [t.token for ts in tops for t in ts], [t.logprob for ts in tops for t in ts])
 
 
 def _fast_topk(entries: list[Any]) -> TopKColumn | None:
@@ -44,31 +80,9 @@ def _fast_topk(entries: list[Any]) -> TopKColumn | None:
         lps = [t["logprob"] for t in flat]
     except (KeyError, TypeError, IndexError):
         return None
-    if not flat:
-        return TopKColumn(Packed("i", [0] * (len(entries) + 1)), Packed("i"), Packed("d"), None)
-    if set(map(type, toks)) != {str} or not set(map(type, lps)) <= _NUM:
+    if flat and (set(map(type, toks)) != {str} or not set(map(type, lps)) <= _NUM):
         return None
-    joined = ",".join(toks)
-    # each item exactly "token_id:" + ASCII digits: the prefix starts every item and appears nowhere else,
-    # and what is left is digits and the separators
-    if (not joined.startswith(TOKEN_ID_PREFIX) or joined.count("," + TOKEN_ID_PREFIX) != len(toks) - 1
-            or joined.count(TOKEN_ID_PREFIX) != len(toks)):
-        return None
-    digits = joined.replace(TOKEN_ID_PREFIX, "")
-    if not (digits.isascii() and digits.replace(",", "").isdigit()):
-        return None
-    try:
-        ids = [int(x) for x in digits.split(",")]
-    except ValueError:  # an empty item ("token_id:")
-        return None
-    if len(ids) != len(toks):
-        return None
-    starts = [0]
-    acc = 0
-    for ts in tops:
-        acc += len(ts)
-        starts.append(acc)
-    return TopKColumn(Packed("i", starts), pack_ids(ids), Packed("d", lps), None)
+    return _packed_topk(tops, toks, lps)
 
 
 def _top_item(d: Any) -> tuple[int | None, str | None, float] | None:
@@ -108,28 +122,27 @@ def _slow_topk(entries: list[Any]) -> TopKColumn:
 def bytes_column(entries: list[Any], n: int) -> BytesColumn:
     """The sampled token's bytes at each of the first ``n`` positions (None: not recorded or invalid)."""
     entries = entries[:n]
-    parts: list[bytes] = []
+    raw = entry_values(entries, "bytes")
+    parts: list[bytes] | None = None
     missing: set[int] = set()
-    try:
-        raw = [e["bytes"] for e in entries]
-    except (KeyError, TypeError):
-        raw = [e.get("bytes") if isinstance(e, dict) else None for e in entries]
-    for i, b in enumerate(raw):
-        v = None
-        if isinstance(b, list):
-            try:
-                v = bytes(b)
-            except (TypeError, ValueError):
-                v = None
-        if v is None:
-            missing.add(i)
-            v = b""
-        parts.append(v)
+    if set(map(type, raw)) == {list}:
+        try:
+            parts = list(map(bytes, raw))  # every one valid: at C speed
+        except (TypeError, ValueError):
+            parts = None
+    if parts is None:
+        parts = []
+        for i, b in enumerate(raw):
+            v = None
+            if isinstance(b, list):
+                try:
+                    v = bytes(b)
+                except (TypeError, ValueError):
+                    v = None
+            if v is None:
+                missing.add(i)
+                v = b""
+            parts.append(v)
     missing.update(range(len(parts), n))
     parts.extend(b"" for _ in range(n - len(parts)))
-    starts = [0]
-    acc = 0
-    for p in parts:
-        acc += len(p)
-        starts.append(acc)
-    return BytesColumn(b"".join(parts), pack_ids(starts), frozenset(missing))
+    return BytesColumn(b"".join(parts), pack_ids(list(accumulate(map(len, parts), initial=0))), frozenset(missing))

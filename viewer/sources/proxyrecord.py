@@ -14,7 +14,7 @@ from typing import Any
 
 from viewer.rollout import Problem, Turn, TurnOrigin
 from viewer.sources.columns import Checked, check_ids, check_logprobs, check_mask, ids_from_token_strings
-from viewer.sources.logprob_entries import bytes_column, topk_column
+from viewer.sources.logprob_entries import bytes_column, entry_values, topk_column
 from viewer.turns import kind_from_label
 
 __all__ = ["Ctx", "turn_from_record", "set_mask", "align", "note", "first_diff"]
@@ -106,10 +106,7 @@ def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
         strings = chk.value
     if strings is None and entries:
         str_path = ".logprobs[].token"
-        try:
-            toks = [e["token"] for e in entries]
-        except (KeyError, TypeError):
-            toks = [e.get("token") if isinstance(e, dict) else None for e in entries]
+        toks = entry_values(entries, "token")
         chk = ids_from_token_strings(toks)
         note(ctx, rf, i, str_path, chk)
         strings = chk.value
@@ -130,10 +127,7 @@ def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
         lps = chk.value
         t.origin = t.origin.replace(logprobs_from="per_token_logps")
     if not lps and entries:
-        try:
-            raw = [e["logprob"] for e in entries]
-        except (KeyError, TypeError):
-            raw = [e.get("logprob") if isinstance(e, dict) else None for e in entries]
+        raw = entry_values(entries, "logprob")
         chk = check_logprobs(raw)
         note(ctx, rf, i, ".logprobs[].logprob", chk)
         lps = chk.value

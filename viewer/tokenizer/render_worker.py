@@ -319,6 +319,20 @@ def _cache_put(key: bytes, reply: dict) -> None:
             _cache_size -= len(old.get("text") or old.get("error") or "") + 64
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (the drift scan's workers, viewer/drift/pool.py) starts its own render workers:
+    the parent's pipes are the parent's (two processes writing one pipe would mix requests), and a
+    lock another thread held at the fork would stay held here for ever."""
+    global _idle, _busy, _cond, _cache_lock
+    _idle = []
+    _busy = 0
+    _cond = threading.Condition()
+    _cache_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def stats() -> dict[str, int]:
     with _cond:
         return dict(_stats, idle=len(_idle), busy=_busy)

@@ -1,0 +1,136 @@
+"""The drift scan on every core (viewer.drift.pool): forked workers, results identical to the
+serial scan on real captures, in order, cancellable, no process left behind."""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from viewer.config import Settings
+from viewer.drift.corpus import scan_source
+from viewer.drift.pool import STATS, ChunkPool, can_fork
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.skipif(not can_fork(), reason="needs fork (Linux)")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """The two bundled real captures, three copies each, interleaved (two tokenizers: the scan
+    groups consecutive rollouts by tokenizer, each group chunked)."""
+    root = tmp_path_factory.mktemp("caps")
+    for i in range(3):
+        for name in ("qwen3-tiny", "smollm2"):
+            shutil.copytree(REPO / "sample_data" / name, root / f"{i}-{name}")
+    shutil.copytree(REPO / "sample_data" / "qwen3-tiny", root / "3-qwen3-tiny")
+    shutil.copytree(REPO / "sample_data" / "qwen3-tiny", root / "4-qwen3-tiny")
+    return root
+
+
+def _canon(res: dict) -> str:
+    return json.dumps(res, sort_keys=False, default=str)
+
+
+def test_parallel_scan_equals_the_serial_scan_on_real_captures(folder):
+    settings = Settings()
+    from viewer.tokenizer import render_worker
+
+    render_worker.shutdown(clear_cache=True)  # the workers render for themselves, not from the parent's cache
+    pools = STATS["pools"]
+    par = scan_source(folder, settings, workers=2, chunk_rollouts=1, sweep=(0.5, 1.0))
+    assert STATS["pools"] > pools  # the chunks really ran in worker processes
+    serial = scan_source(folder, settings, workers=1, chunk_rollouts=1, sweep=(0.5, 1.0))
+    assert serial["totals"]["rollouts"] == 8 and serial["totals"]["turns"] > 0
+    assert _canon(par) == _canon(serial)
+    assert mp.active_children() == []  # the workers were ended
+
+
+def test_parallel_scan_reports_progress_in_order(folder):
+    seen: list[int] = []
+    scan_source(folder, Settings(), workers=2, chunk_rollouts=1, progress=lambda d, t: seen.append(d))
+    assert seen == sorted(seen) and seen[-1] == 8
+
+
+def test_workers_are_other_processes_and_results_come_in_order():
+    pool = ChunkPool(lambda chunk: (os.getpid(), [x * 2 for x in chunk]), 2)
+    try:
+        out = []
+        for i in range(10):
+            out.extend(pool.submit([i, i + 100]))
+        out.extend(pool.drain())
+    finally:
+        pool.close()
+    assert [r[1] for r in out] == [[2 * i, 2 * i + 200] for i in range(10)]
+    assert os.getpid() not in {r[0] for r in out}
+    assert mp.active_children() == []
+
+
+def test_cancelled_parallel_scan_stops_and_leaves_no_process(folder):
+    cancel = threading.Event()
+
+    def progress(done, total):
+        if done >= 2:
+            cancel.set()
+
+    res = scan_source(folder, Settings(), workers=2, chunk_rollouts=1, progress=progress, cancel=cancel)
+    assert res["totals"]["cancelled"] is True and res["totals"]["rollouts"] < 8
+    assert mp.active_children() == []
+
+
+def test_scan_workers_setting_default_is_every_core(monkeypatch):
+    from viewer.drift.pool import default_workers
+
+    assert Settings().scan_workers == 0 and default_workers() >= 1
+    monkeypatch.setenv("VIEWER_SCAN_WORKERS", "1")
+    assert Settings.from_env().scan_workers == 1
+
+
+def test_a_forked_child_starts_its_own_render_workers():
+    """The parent's idle chat-template workers are the parent's: a forked scan worker writing to
+    their pipes while the parent does would mix two processes' requests. Before: the child saw them."""
+    from viewer.tokenizer import render_worker
+
+    text = render_worker.render("{{ messages[0]['content'] }}!", [{"role": "user", "content": "fork"}], None,
+                                False, {}, Settings().limits())
+    assert text == "fork!" and render_worker._idle  # the parent keeps an idle worker
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        os._exit(0 if not render_worker._idle and render_worker._busy == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    render_worker.shutdown()
+
+
+def test_parallel_scan_of_rollouts_in_memory_equals_serial():
+    """A list of rollouts (what the app and the bench pass): the workers index the list they
+    inherited at the fork, and the result is the serial scan's."""
+    from viewer import drift
+    from viewer.sources import load_source
+    from viewer.tokenizer import load_qwen3
+
+    ro = load_source(REPO / "sample_data" / "qwen3-tiny", Settings())
+    rollouts = [ro, ro, ro, ro, ro]
+    tok = load_qwen3()
+    pools = STATS["pools"]
+    par = drift.scan(rollouts, tok, chunk_rollouts=2, workers=2, sweep=(1.0,))
+    assert STATS["pools"] == pools + 1
+    serial = drift.scan(rollouts, tok, chunk_rollouts=2, workers=1, sweep=(1.0,))
+    assert serial["totals"]["rollouts"] == 5 and _canon(par) == _canon(serial)
+    assert mp.active_children() == []
+
+
+def test_one_chunk_is_scanned_in_process():
+    """A single rollout (the app's Drift tab, one capture on the command line) forks no workers."""
+    from viewer import drift
+    from viewer.sources import load_source
+    from viewer.tokenizer import load_qwen3
+
+    ro = load_source(REPO / "sample_data" / "qwen3-tiny", Settings())
+    pools = STATS["pools"]
+    res = drift.scan([ro], load_qwen3(), workers=2)
+    assert STATS["pools"] == pools and res["totals"]["rollouts"] == 1
