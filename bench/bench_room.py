@@ -42,6 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_data" / "qwen3-tiny"
+TARGETS = (2.0, 4.0, 2.0)  # issue 24: open median, open p95, switch median vs one visitor, with --plot-defer 0
 TURNS = (1, 2, 3)  # qwen3-tiny: 0 is the title call, 1-2 tool calls, 3 the answer
 
 _SERVE = r"""
@@ -208,6 +209,11 @@ def report(name: str, rows: list[dict]) -> None:
         print(f"| {r['n']} | {om:.3f} s | {op95:.3f} s | {om / bo:.2f}x / {op95 / bo:.2f}x | {sm:.3f} s | {sp95:.3f} s "
               f"| {sm / bs:.2f}x | {r['rss']:.0f} MB ({r['held']:.0f} MB) | {r['server_cpu']:.1f} s | {r['client_cpu']:.1f} s "
               f"| {r['wall']:.1f} s{wrong} |")
+    for r in rows[1:]:
+        got = (statistics.median(r["open"]) / bo, pct(r["open"], 0.95) / bo, statistics.median(r["select"]) / bs)
+        said = ", ".join(f"{what} {g:.2f}x (target <= {t:g}x: {'met' if g <= t else 'NOT met'})"
+                         for what, g, t in zip(("open median", "open p95", "switch median"), got, TARGETS))
+        print(f"N={r['n']} vs N={base['n']}: {said}")
 
 
 def main() -> None:
@@ -241,7 +247,8 @@ def main() -> None:
                 raise SystemExit("the app did not start")
             url = f"http://127.0.0.1:{port}/"
             rss0, _ = proc_stat(server.pid)
-            print(f"server pid {server.pid}, RSS at start {rss0:.0f} MB; {os.cpu_count()} cores; plot defer "
+            print(f"server pid {server.pid}, RSS at start {rss0:.0f} MB; {os.cpu_count()} cores, load average "
+                  f"{os.getloadavg()[0]:.1f} before the run; plot defer "
                   f"{env.get('VIEWER_PLOT_DEFER_S', 'default 0.4')} s; "
                   f"{args.rounds} rounds of open + {len(TURNS)} turn switches per session; "
                   f"sessions over <= {args.procs} client processes")

@@ -5,6 +5,7 @@ launch time (theme, css, js, limits) so app.py and the tests launch identically.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import gradio as gr
@@ -18,7 +19,7 @@ from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, health
                signin, template_tab)
 from .store import RolloutStore
 
-__all__ = ["create_app", "launch_kwargs"]
+__all__ = ["create_app", "launch_kwargs", "quiet_queue_analytics"]
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -114,4 +115,19 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         loaded.then(on_compare_link, [b.key], cmp.outputs + [b.tabs], api_visibility="private", show_progress="hidden")
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")
     demo.queue(default_concurrency_limit=4)
+    quiet_queue_analytics(demo._queue)
     return demo
+
+
+def quiet_queue_analytics(queue) -> None:
+    """Stop Gradio rebuilding its monitoring summary after every event.
+
+    Gradio's queue keeps a record per event (the last 10,000) and, after each one, builds a pandas
+    DataFrame of them all and groups it by function, for a /monitoring dashboard this app does not
+    serve: 12-16% of the server's CPU with 16 visitors on one link (bench/bench_room.py profile),
+    growing with the events served. The summary is now rebuilt once per 100,000 events, over at most
+    the last 1,000 records (Gradio's own settings; GRADIO_ANALYTICS_* in the environment still win)."""
+    if "GRADIO_ANALYTICS_CACHE_FREQUENCY" not in os.environ and hasattr(queue, "ANAYLTICS_CACHE_FREQUENCY"):
+        queue.ANAYLTICS_CACHE_FREQUENCY = 100_000
+    if "GRADIO_ANALYTICS_MAX_EVENTS" not in os.environ and hasattr(queue, "ANALYTICS_MAX_EVENTS"):
+        queue.ANALYTICS_MAX_EVENTS = 1_000

@@ -156,4 +156,4 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(h.deep_link(*a, **k)), h.show, turn_outputs,
                   lambda *a, **k: resolve(h.on_select_turn(*a, **k)), under_tokens, fast, shows,
-                  open_staged=staged(h.deep_link, defer))
+                  open_staged=staged(h.deep_link, defer, generator=True))

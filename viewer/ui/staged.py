@@ -41,9 +41,13 @@ def resolve(values: list) -> list:
     return [v.fn() if isinstance(v, Later) else v for v in values]
 
 
-def staged(fn: Callable[..., list], defer_s: float = DEFER_S) -> Callable[..., Any]:
-    """``fn`` as a two-step generator (one step when it returned no :class:`Later`, or when
-    ``defer_s`` is 0: then the plots come in the one answer).
+def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool = False) -> Callable[..., Any]:
+    """``fn`` as a two-step generator (one step when it returned no :class:`Later`).
+
+    With ``defer_s`` 0 the plots come in the one answer, and ``fn`` stays a plain function
+    (unless ``generator``: a caller that ``yield from``s it): Gradio sends a generator's answer
+    twice (each yield as ``process_generating``, then the last one again as ``process_completed``),
+    so a one-step generator cost the browser, the server and API clients every byte two times.
 
     A visitor who moves on before the second step (←/→ pressed twice in presenter mode) must
     not be sent back: every staged event of a browser session takes a number, and a second
@@ -72,6 +76,13 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S) -> Callable[..., A
                 yield [gr.skip()] * len(values)
                 return
         yield resolve(values)
+
+    if defer_s <= 0 and not generator:
+        @functools.wraps(fn)
+        def run(*args, **kwargs):  # noqa: F811 - the one-answer form of the same handler
+            if len(args) > n_pos:  # the request: nothing to order without a second step
+                args = args[:-1]
+            return resolve(fn(*args, **kwargs))
 
     # Gradio injects a gr.Request into a positional parameter annotated with it (helpers.special_args)
     extra = inspect.Parameter("_ri_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,

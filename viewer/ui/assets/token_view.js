@@ -145,7 +145,11 @@ function drawBar() {
 // painted as chunks of plain runs (one text node per run of equal kind: as cheap as
 // <pre>), and a chunk is "hydrated" into per-token spans (boundaries, hover, logprob
 // colours) when it comes near the viewport. Layout is identical in both states.
-const CHUNK = 500;
+// Chunks are grouped into block sections of >= SECTION tokens that end right after a token
+// ending in a newline (so a section break is a line break the text has anyway: nothing moves),
+// and each section is content-visibility: auto: the browser lays out only the sections near
+// the viewport (laying out every line was most of the view's cost, bench/bench_token_view.py).
+const CHUNK = 500, SECTION = 2000, LINE_CHARS = 120;
 let observer = null;
 
 function tokenSpan(i, lpMode) {
@@ -170,16 +174,25 @@ function shown(i) {
   return x === '' ? '∅' : x;
 }
 
+let hasEmpty = false;  // a token with empty text (shown as ∅) in this payload
+function runText(i, j) {
+  // shown(i) + ... + shown(j - 1), built as one string (a run is many tokens of one kind).
+  let x = D.t.slice(i, j).join('');
+  if (x.indexOf('\n') >= 0) x = x.replace(/\n/g, '↵\n');
+  if (hasEmpty) for (let e = i; e < j; e++) if (D.t[e] === '') return D.t.slice(i, j).map((_, n) => shown(i + n)).join('');
+  return x;
+}
 function plainChunk(a, b) {
   const c = el('span', 'ri-chunk');
   c._a = a; c._b = b;
   let i = a;
+  const k = D.k, p = D.prompt_len;
   while (i < b) {
-    const k = D.k[i], sp = spSet.has(i);
-    let j = i, txt = '';
-    while (j < b && D.k[j] === k && spSet.has(j) === sp && j !== D.prompt_len) { txt += shown(j); j++; }
-    if (j === i) { txt = shown(i); j = i + 1; }
-    c.appendChild(el('span', 'run k' + k + (sp ? ' sp' : ''), txt));
+    const ki = k[i], sp = spSet.has(i);
+    let j = i + 1;
+    // Runs break at a kind change, a special token and the prompt/output boundary.
+    while (j < b && k[j] === ki && j !== p && spSet.has(j) === sp) j++;
+    c.appendChild(el('span', 'run k' + ki + (sp ? ' sp' : ''), runText(i, j)));
     i = j;
   }
   return c;
@@ -196,13 +209,15 @@ function hydrate(c) {
   root.dataset.hydrated = String(Number(root.dataset.hydrated || 0) + (c._b - c._a));
 }
 
-function hydrateVisible(chunks) {
+function hydrateVisible() {
   // Chunks on screen now become token spans at once (the observer would do it a frame
-  // later), so a redraw (mode, page, context) never shows a moment without hover.
+  // later), so a redraw (mode, page, context) never shows a moment without hover. Sections
+  // first: asking a skipped section's chunks where they are would lay the section out.
   const r = body.getBoundingClientRect();
-  for (const c of chunks) {
-    const b = c.getBoundingClientRect();
-    if (b.bottom >= r.top && b.top <= r.bottom) hydrate(c);
+  const on = x => { const b = x.getBoundingClientRect(); return b.bottom >= r.top && b.top <= r.bottom; };
+  for (const sec of body.querySelectorAll('.ri-sec')) {
+    if (!on(sec)) continue;
+    for (const c of sec.querySelectorAll('.ri-chunk')) if (on(c)) hydrate(c);
   }
 }
 
@@ -210,6 +225,8 @@ function chunkOf(i) {
   for (const c of body.querySelectorAll('.ri-chunk')) if (i >= c._a && i < c._b) return c;
   return null;
 }
+
+function endsLine(i) { const x = D.t[i]; return x.length > 0 && x.charCodeAt(x.length - 1) === 10; }
 
 function draw(near) {
   // near: token positions whose chunks are hydrated before the DOM is touched (no layout
@@ -221,23 +238,48 @@ function draw(near) {
   observer = new IntersectionObserver(es => es.forEach(e => { if (e.isIntersecting) hydrate(e.target); }),
                                       {root: body, rootMargin: '800px 0px'});
   const frag = document.createDocumentFragment();
-  if (a > 0 && page === 0) frag.appendChild(el('span', 'ri-gap', `… ${a.toLocaleString()} earlier context tokens collapsed …\n`));
+  let sec = null, secTokens = 0, secLines = 0;
+  const open = () => { sec = el('div', 'ri-sec'); frag.appendChild(sec); secTokens = 0; secLines = 0; };
+  let lineLen = 0;  // characters on the section's last line so far
+  const close = () => {
+    secLines += Math.ceil(lineLen / LINE_CHARS); lineLen = 0;
+    // Size of a section not laid out yet: its lines, estimated (the browser keeps the real one
+    // once it has drawn it: 'auto'); only the scrollbar's length depends on the guess.
+    sec.style.setProperty('contain-intrinsic-block-size', `auto ${(secLines * 1.6).toFixed(1)}em`);
+  };
+  open();
+  if (a > 0 && page === 0) sec.appendChild(el('span', 'ri-gap', `… ${a.toLocaleString()} earlier context tokens collapsed …\n`));
   const chunks = [];
-  for (let c = a; c < b; c = Math.min(b, c + CHUNK)) {
+  for (let c = a; c < b;) {
     // Chunks never straddle the prompt/output boundary, so the marker sits between two.
     let end = Math.min(b, c + CHUNK);
     if (c < D.prompt_len && end > D.prompt_len) end = D.prompt_len;
-    if (c === D.prompt_len && c > a) frag.appendChild(el('span', 'ri-boundary', D.trained ? '▶ output' : '▶ output (not trained)'));
+    let breakAfter = false;
+    if (secTokens + (end - c) >= SECTION) {
+      // Due for a section break: end this chunk right after a token that ends a line.
+      for (let j = Math.max(c, c + SECTION - secTokens - 1); j < end; j++) if (endsLine(j)) { end = j + 1; breakAfter = true; break; }
+    }
+    if (c === D.prompt_len && c > a) sec.appendChild(el('span', 'ri-boundary', D.trained ? '▶ output' : '▶ output (not trained)'));
     const ch = plainChunk(c, end);
     if (near && near.some(i => i >= c && i < end)) hydrate(ch);
     chunks.push(ch);
-    frag.appendChild(ch);
-    c = end - CHUNK;  // the loop adds CHUNK back
+    sec.appendChild(ch);
+    for (let i = c; i < end; i++) {  // the section's lines, for its estimated height
+      const x = D.t[i];
+      if (x.indexOf('\n') < 0) { lineLen += x.length; continue; }
+      const parts = x.split('\n');
+      for (let n = 0; n < parts.length - 1; n++) { secLines += Math.max(1, Math.ceil((lineLen + parts[n].length) / LINE_CHARS)); lineLen = 0; }
+      lineLen = parts[parts.length - 1].length;
+    }
+    secTokens += end - c;
+    c = end;
+    if (breakAfter && c < b) { close(); open(); }
   }
-  if (b < D.ids.length) frag.appendChild(el('span', 'ri-gap', `\n… ${(D.ids.length - b).toLocaleString()} more tokens on the next page …`));
+  if (b < D.ids.length) sec.appendChild(el('span', 'ri-gap', `\n… ${(D.ids.length - b).toLocaleString()} more tokens on the next page …`));
+  close();
   body.replaceChildren(frag);
   chunks.forEach(c => observer.observe(c));
-  if (!near) hydrateVisible(chunks);
+  if (!near) hydrateVisible();
   body.classList.toggle('untrained', !D.trained);
   root.dataset.painted = String(b - a);
   root.dataset.turn = String(D.turn);
@@ -305,9 +347,9 @@ function reveal(i) {
 body.addEventListener('mouseover', e => {
   const s = e.target;
   if (!D || s._i === undefined) return;
+  const r = root.getBoundingClientRect();  // read before the tip changes: no layout forced here
   tip.textContent = describe(s._i);
   tip.hidden = false;
-  const r = root.getBoundingClientRect();
   const x = Math.min(e.clientX - r.left + 14, r.width - 320);
   tip.style.left = Math.max(0, x) + 'px';
   tip.style.top = (e.clientY - r.top + 18) + 'px';
@@ -378,7 +420,7 @@ function load() {
   mode = D.mode !== 'mask' || !modeList().includes(was) ? D.mode : was;
   followUrl();
   showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
-  spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks();
+  spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks(); hasEmpty = D.t.includes('');
   root.dataset.n = String(D.ids.length); root.dataset.prompt = String(D.prompt_len); delete root.dataset.selected;
   root.dataset.marks = String(markSet.size);
   markTurnList();
