@@ -212,3 +212,30 @@ def test_hostile_export_executes_nothing(page, tmp_path):
     assert "PWNED" not in page.title() and asked == [html.resolve().as_uri()]
     runnable = page.evaluate("[...document.scripts].filter(s => s.type !== 'application/json').map(s => s.text.slice(0, 30))")
     assert runnable == ["function riTokenView(element, "]  # ours, the one the page's CSP names by hash
+
+
+def test_download_as_html_exports_what_is_on_screen(page, app_url, tmp_path):
+    page.goto(f"{app_url}/?source=sample:qwen3-tiny&turn=2")
+    page.wait_for_function(f"document.querySelector('{ROOT}')?.dataset.turn === '2'", timeout=60000)
+    p = int(page.locator(ROOT).get_attribute("data-prompt"))
+    _hover_pos(page, p + 3)
+    page.evaluate("(i) => [...document.querySelectorAll('#token-view .tk')].find(e => e._i === i).click()", p + 3)
+    page.keyboard.down("Shift")
+    page.evaluate("(i) => [...document.querySelectorAll('#token-view .tk')].find(e => e._i === i)"
+                  ".dispatchEvent(new MouseEvent('click', {bubbles: true, shiftKey: true}))", p + 6)
+    page.keyboard.up("Shift")
+    page.wait_for_function(f"document.querySelector('{ROOT}').dataset.selected === '{p + 3}-{p + 6}'")
+    page.locator("#token-view button[data-mode=logprob]").click()
+    page.locator("#export-html-btn").click()
+    link = page.locator("#export-html-file a[download], #export-html-file a[href]").first
+    link.wait_for(timeout=60000)
+    with page.expect_download() as dl:
+        link.click()
+    html = tmp_path / "view.html"
+    dl.value.save_as(html)
+    page.unroute("**/*")
+    asked = _offline(page, html)
+    assert page.locator(ROOT).get_attribute("data-turn") == "2"
+    assert page.locator(ROOT).get_attribute("data-selected") == f"{p + 3}-{p + 6}"
+    assert page.evaluate("document.querySelector('#token-view .ri-modes button.on').dataset.mode") == "logprob"
+    assert asked == [html.resolve().as_uri()]
