@@ -81,5 +81,5 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
     def on_export(key, turn, sel_v, mode_v, request: gr.Request):
         return make_file(settings, store, key, turn, sel_v, mode_v, getattr(request, "session_hash", None))
 
-    btn.click(None, None, [sel, mode], js=READ_VIEW_JS, api_visibility="private").then(
+    btn.click(None, None, [sel, mode], js=READ_VIEW_JS, api_name="export_read_view", api_visibility="private").then(
         on_export, [b.key, b.turn, sel, mode], out, api_name="export_html", **b.fast)
