@@ -98,3 +98,28 @@ def test_a_bad_notes_file_is_one_error_line(tmp_path, capsys):
     assert main(["export", str(cap), "-o", str(tmp_path / "o.html")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "notes.json.notes[0].id" in err and not (tmp_path / "o.html").exists()
+
+
+def test_a_rescore_adds_the_delta_mode_with_its_values(tmp_path):
+    """A hand-made rescore of turn 1 (three trained tokens, trainer values written here): the file's
+    turn 1 opens in Δ mode with Δ = trainer − sampler at those positions, null elsewhere."""
+    from viewer.config import Settings
+    from viewer.render.export import export_html
+    from viewer.rescore.values import RescoreResult, TurnDelta
+    from viewer.talk import export as ex
+
+    trace = json.loads((SAMPLE / "trace.json").read_text())
+    s = trace[1]["per_token_logps"]
+    p = len(trace[1]["prompt_token_ids"])
+    settings = Settings()
+    ld = ex.load(str(SAMPLE), settings)
+    ld.rescore = RescoreResult("hand", "cpu", "float32", 1.0, 0.5, {"mode": "trl-message"}, [
+        TurnDelta(1, 0, "FIRST", "same", None, [0, 1, 4], [s[0], s[1], s[4]], [s[0] + 0.25, s[1] - 1.0, s[4]])])
+    html = export_html(ex.rollout_doc(ld, settings, turns=[1, 2], mode="delta"))
+    d = _json_tag(html, "p-r0-1")
+    assert d["mode"] == "delta" and "delta" in d["modes"] and d["delta"]["model"] == "hand"
+    dl = d["delta"]["dl"]
+    assert (dl[p], dl[p + 1], dl[p + 4]) == (0.25, -1.0, 0.0) and dl[p + 2] is None and dl[:p] == [None] * p
+    assert _json_tag(html, "p-r0-2")["delta"]["dl"] == [None] * len(_json_tag(html, "p-r0-2")["ids"])
+    with pytest.raises(ValueError, match="--mode delta: this rollout has no rescore"):
+        ex.rollout_doc(ex.load(str(SAMPLE), settings), settings, mode="delta")
