@@ -54,7 +54,8 @@
       setTokens(JSON.stringify(D));
       // A deck step names its colour mode; walking a rollout keeps the one the viewer picked.
       if (DOC.deck || first) { const b = modeButton(want); if (b && !b.classList.contains('on')) b.click(); }
-      if (s.mode === 'drift' && first) driftOn = true;
+      // drift mode = mask colours with the drift marks on: a deck step says so per step, a rollout once
+      if (DOC.deck) driftOn = s.mode === 'drift'; else if (first && s.mode === 'drift') driftOn = true;
       setPresenter(text(t.m));
       applyDrift();
       const c = document.getElementById(t.c);
