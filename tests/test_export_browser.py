@@ -68,6 +68,25 @@ def _hover_pos(page, pos: int) -> str:
     return page.locator("#token-view .ri-tip").text_content()
 
 
+def _hover_matches_trace(page, rec: dict) -> int:
+    """Hover output tokens of the turn shown; each tooltip's id, text and logprob are the trace record's."""
+    p, checked = len(rec["prompt_token_ids"]), 0
+    for j in (0, 1, 2, 5, 8, 13):
+        entry = rec["logprobs"][j]
+        try:
+            text = bytes(entry["bytes"]).decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # part of a character: its text is shown escaped, not compared here
+        if not text.isprintable() and text.strip(" \n\t"):
+            continue
+        tip = _hover_pos(page, p + j)
+        assert f"id {rec['completion_token_ids'][j]}" in tip.split("\n")[0]
+        assert f'text "{_visible(text)}"' in tip
+        assert f"logprob {entry['logprob']:.4f}" in tip
+        checked += 1
+    return checked
+
+
 def test_exported_sample_opens_offline_and_hover_matches_trace(page, tmp_path):
     sample = SAMPLE_DIR / "qwen3-tiny"
     trace = json.loads((sample / "trace.json").read_text())
@@ -80,19 +99,7 @@ def test_exported_sample_opens_offline_and_hover_matches_trace(page, tmp_path):
         page.wait_for_function(f"document.querySelector('{ROOT}').dataset.turn === '{index}'")
         p = len(rec["prompt_token_ids"])
         assert page.locator(ROOT).get_attribute("data-prompt") == str(p)
-        for j in (0, 1, 2, 5, 8, 13):
-            entry = rec["logprobs"][j]
-            try:
-                text = bytes(entry["bytes"]).decode("utf-8")
-            except UnicodeDecodeError:
-                continue  # part of a character: its text is shown escaped, not compared here
-            if not text.isprintable() and text.strip(" \n\t"):
-                continue
-            tip = _hover_pos(page, p + j)
-            assert f"id {rec['completion_token_ids'][j]}" in tip.split("\n")[0]
-            assert f'text "{_visible(text)}"' in tip
-            assert f"logprob {entry['logprob']:.4f}" in tip
-            checked += 1
+        checked += _hover_matches_trace(page, rec)
     assert checked >= 6
     # the plot: one point per output token with a logprob; a click selects that token
     n_out = len(trace[2]["completion_token_ids"])
@@ -155,7 +162,7 @@ def test_exported_deck_opens_offline_and_walks_its_steps(page, tmp_path):
         {"source": "sample:qwen3-tiny", "turn": 2, "tok": [10, 12], "mode": "logprob", "note": "pieces"},
         {"source": "sample:qwen3-tiny", "view": "drift", "turn": 2},
         {"source": "sample:qwen3-tiny", "view": "compare", "compare": "sample:smollm2"},
-        {"source": "sample:smollm2", "turn": 1, "title": "SmolLM2"}]}
+        {"source": "sample:smollm2", "turn": 1, "mode": "drift", "title": "SmolLM2"}]}
     (tmp_path / "deck.json").write_text(json.dumps(deck))
     html = _export(tmp_path, "--deck", tmp_path / "deck.json", "--present")
     asked = _offline(page, html)
@@ -163,6 +170,8 @@ def test_exported_deck_opens_offline_and_walks_its_steps(page, tmp_path):
     on_mode = "document.querySelector('#token-view .ri-modes button.on')?.dataset.mode"
     assert page.locator(ROOT).get_attribute("data-turn") == "1"
     assert "A clean turn" in page.locator("#ri-x-callout").text_content()
+    trace = json.loads((SAMPLE_DIR / "qwen3-tiny" / "trace.json").read_text())
+    assert _hover_matches_trace(page, trace[1]) >= 3
     page.keyboard.press("ArrowRight")  # step 2: turn 2, tokens 10-12 selected, logprob colours
     page.wait_for_function(f"document.querySelector('{ROOT}').dataset.selected === '10-12'")
     assert page.evaluate(on_mode) == "logprob" and "pieces" in page.locator("#ri-x-callout").text_content()
@@ -176,6 +185,12 @@ def test_exported_deck_opens_offline_and_walks_its_steps(page, tmp_path):
     page.wait_for_function("document.body.dataset.step === '4'")
     page.wait_for_function(f"document.querySelector('{ROOT}').dataset.turn === '1'")
     assert page.evaluate(on_mode) == "mask" and "SmolLM2" in page.locator("#ri-x-callout").text_content()
+    assert "show-drift" in page.locator(ROOT).get_attribute("class")  # drift mode: mask colours, marks on
+    page.keyboard.press("ArrowLeft")  # back to the compare step, then step 2 again: marks off there
+    page.keyboard.press("ArrowLeft")
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("document.body.dataset.step === '1'")
+    assert "show-drift" not in page.locator(ROOT).get_attribute("class")
     assert asked == [html.resolve().as_uri()]
 
 

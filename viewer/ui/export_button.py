@@ -57,10 +57,12 @@ def make_file(settings: Settings, store: RolloutStore, key: str | None, turn, se
         mode = "mask"
     folder = Path(op.path) if op.path is not None and is_capture_dir(Path(op.path)) else None
     ld = ex.Loaded(op.rollout, op.choice, op.table, shown_name(op), folder, rescore=res)
-    try:
-        doc = ex.rollout_doc(ld, settings, turns=[index], tok=tok, mode=mode)
-        html = export_html(doc)
-        settings.limits().check_bytes("response_mb", len(html.encode()), "the exported HTML file")
+
+    def make() -> str:
+        return export_html(ex.rollout_doc(ld, settings, turns=[index], tok=tok, mode=mode))
+
+    try:  # made once per view for every visitor (the shared cache holds response_mb for it)
+        html = store.derived(op.key, ("export-html", index, tok, mode, rescores.stamp(op.key)), make)
     except (ValueError, KeyError, BudgetExceeded) as e:
         raise gr.Error(f"Cannot export this view: {str(e).strip(chr(39))}") from None
     dest = Path(KEEP.add(tempfile.mkdtemp(prefix="ri-export-"), session))
