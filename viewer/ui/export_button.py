@@ -17,7 +17,7 @@ import gradio as gr
 
 from ..budgets import BudgetExceeded
 from ..config import Settings
-from ..layout import is_capture_dir
+from ..layout import NOTES, is_capture_dir
 from ..render.export import export_html
 from ..sources.keep import KEEP
 from ..talk import export as ex
@@ -62,7 +62,9 @@ def make_file(settings: Settings, store: RolloutStore, key: str | None, turn, se
         return export_html(ex.rollout_doc(ld, settings, turns=[index], tok=tok, mode=mode))
 
     try:  # made once per view for every visitor (the shared cache holds response_mb for it)
-        html = store.derived(op.key, ("export-html", index, tok, mode, rescores.stamp(op.key)), make)
+        notes = folder / NOTES if folder is not None else None  # an edited notes.json makes a new file
+        stamp = notes.stat().st_mtime_ns if notes is not None and notes.is_file() else 0
+        html = store.derived(op.key, ("export-html", index, tok, mode, rescores.stamp(op.key), stamp), make)
     except (ValueError, KeyError, BudgetExceeded) as e:
         raise gr.Error(f"Cannot export this view: {str(e).strip(chr(39))}") from None
     dest = Path(KEEP.add(tempfile.mkdtemp(prefix="ri-export-"), session))
