@@ -81,9 +81,18 @@
     document.body.dataset.step = String(i);
   }
 
+  let ownKey = false;  // a 'd' this page sends presenter.js, not the viewer's
   function applyDrift() {
     const r = tvRoot();
-    if (r && driftOn) r.classList.add('show-drift');
+    if (document.body.classList.contains('ri-present')) {
+      // While presenting, presenter.js owns the marks (its d key): ask it, by that key, for the state wanted.
+      const on = /drift: on/.test($('.ri-pr-state').textContent);
+      if (on !== driftOn) {
+        ownKey = true;
+        document.dispatchEvent(new KeyboardEvent('keydown', {key: 'd', bubbles: true}));
+        ownKey = false;
+      }
+    } else if (r && driftOn) r.classList.add('show-drift');
     $('#ri-x-drift').classList.toggle('on', driftOn);
   }
 
@@ -194,6 +203,7 @@
     if (e.ctrlKey || e.metaKey || e.altKey) return;
     const t = e.target;
     if (t && (t.tagName === 'INPUT' || t.tagName === 'TEXTAREA' || t.isContentEditable)) return;
+    if (e.key === 'd') { if (!ownKey && document.body.classList.contains('ri-present')) driftOn = !driftOn; return; }
     if (e.key === 'n') goNote(noteAt + 1);
     else if (e.key === 'N') goNote(noteAt - 1);
     else return;
