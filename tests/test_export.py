@@ -123,3 +123,12 @@ def test_a_rescore_adds_the_delta_mode_with_its_values(tmp_path):
     assert _json_tag(html, "p-r0-2")["delta"]["dl"] == [None] * len(_json_tag(html, "p-r0-2")["ids"])
     with pytest.raises(ValueError, match="--mode delta: this rollout has no rescore"):
         ex.rollout_doc(ex.load(str(SAMPLE), settings), settings, mode="delta")
+
+
+def test_a_whole_rollout_opens_where_the_app_does_with_the_range_there(tmp_path):
+    """No --turns: the file opens on the first trained agent turn (turn 1 of the sample: turn 0 is its
+    title call), and --tok selects there, not in the bookkeeping call."""
+    html = _export(tmp_path, SAMPLE, "--tok", "6120-6121")
+    doc = _json_tag(html, "ri-x-doc")
+    assert doc["start"] == 1 and doc["steps"][1]["turn"] == 1
+    assert [s["focus"] for s in doc["steps"]] == [None, [6120, 6121], None, None]

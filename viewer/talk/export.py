@@ -160,7 +160,7 @@ def _notes(ld: Loaded, ids: dict[int, Sequence[int]]) -> list:
     return notes_mod.check(notes, ids)
 
 
-def _turn_part(ld: Loaded, index: int, settings: Settings, focus=None, mode: str = "mask") -> TurnPart:
+def _turn_part(ld: Loaded, index: int, settings: Settings, mode: str = "mask") -> TurnPart:
     from viewer import render
     from viewer.drift import turn_report
     from viewer.drift.marks import drift_marks
@@ -169,7 +169,7 @@ def _turn_part(ld: Loaded, index: int, settings: Settings, focus=None, mode: str
     tv = turn_view(ld.rollout, index, ld.choice.tokenizer, ld.table)
     delta = render.turn_delta(ld.rescore, index, tv.tokens.prompt_len, len(tv.tokens.ids))
     payload = render.token_view_payload(tv.turn, tv.tokens, render.ViewOptions.from_settings(
-        settings, focus=focus, mode=mode, note=tv.note), delta=delta)  # no link: a file:// address opens nothing
+        settings, mode=mode, note=tv.note), delta=delta)  # no link: a file:// address opens nothing
     marks, note = [], ""
     if ld.choice.tokenizer is None:
         note = "no tokenizer: drift checks need one"
@@ -182,7 +182,7 @@ def _turn_part(ld: Loaded, index: int, settings: Settings, focus=None, mode: str
 
 
 def rollout_part(key: str, ld: Loaded, settings: Settings, turns: Sequence[int] | None,
-                 focus: dict[int, tuple[int, int]] | None = None, mode: str = "mask") -> RolloutPart:
+                 mode: str = "mask") -> RolloutPart:
     """The rollout's turns ``turns`` (None: all) with their payloads, marks and notes. Raises
     ValueError naming a turn the rollout lacks."""
     from viewer.views import turn_table
@@ -193,8 +193,7 @@ def rollout_part(key: str, ld: Loaded, settings: Settings, turns: Sequence[int] 
     if missing:
         span = f"turns {have[0]}–{have[-1]}" if have else "no turns"
         raise ValueError(f"--turns: turn {missing[0]} is not in this rollout ({span})")
-    focus = focus or {}
-    parts = {t: _turn_part(ld, t, settings, focus.get(t), mode) for t in want}
+    parts = {t: _turn_part(ld, t, settings, mode) for t in want}  # a step's range is set by the page
     ids = {t.index: list(t.prompt_ids) + list(t.output_ids) for t in ld.rollout.turns}
     for t, p in parts.items():  # the view's own ids (prompt ids re-rendered where none were recorded)
         ids[t] = list(p.turn.prompt_ids) + list(p.turn.output_ids)
@@ -202,9 +201,21 @@ def rollout_part(key: str, ld: Loaded, settings: Settings, turns: Sequence[int] 
     return RolloutPart(key, ld, parts, _notes(ld, ids), df.to_dict("records"))
 
 
+def _start(ld: Loaded, order: Sequence[int]) -> int:
+    """The step a whole rollout opens on, as the app opens it: its first trained agent turn, else its
+    first agent turn, else the first."""
+    by = {t.index: t for t in ld.rollout.turns}
+    for pick in (lambda t: t.kind == "agent" and t.trained, lambda t: t.kind == "agent"):
+        k = next((k for k, i in enumerate(order) if pick(by[i])), None)
+        if k is not None:
+            return k
+    return 0
+
+
 def rollout_doc(ld: Loaded, settings: Settings, *, turns: Sequence[int] | None = None,
                 tok: tuple[int, int] | None = None, mode: str = "mask", present: bool = False) -> ExportDoc:
-    """One rollout: a step per exported turn; ``tok`` is selected in the first one (as ``?tok=``)."""
+    """One rollout: a step per exported turn; the file opens on the first of ``turns`` (all turns: the
+    turn the app opens on), with ``tok`` selected there (as ``?tok=``)."""
     if mode not in MODES:
         raise ValueError(f"--mode: expected one of {', '.join(MODES)}, got {mode!r:.40}")
     if mode == "delta" and ld.rescore is None:
@@ -212,22 +223,15 @@ def rollout_doc(ld: Loaded, settings: Settings, *, turns: Sequence[int] | None =
     order = turns if turns is not None else [t.index for t in ld.rollout.turns]
     if not order:
         raise ValueError("the rollout has no turns to export")
-    if tok is not None:
-        first = ld.rollout.turn(order[0]) if order[0] in [t.index for t in ld.rollout.turns] else None
-        n = len(first.prompt_ids) + len(first.output_ids) if first is not None else 0
-        if first is not None and first.prompt_ids and tok[1] >= n:
-            raise ValueError(f"--tok: tokens {tok[0]}–{tok[1]} are past the end of turn {order[0]} ({n:,} tokens)")
+    start = _start(ld, order) if turns is None else 0
+    if tok is not None and order[start] in [t.index for t in ld.rollout.turns]:
+        first = ld.rollout.turn(order[start])
+        n = len(first.prompt_ids) + len(first.output_ids)
+        if first.prompt_ids and tok[1] >= n:
+            raise ValueError(f"--tok: tokens {tok[0]}–{tok[1]} are past the end of turn {order[start]} ({n:,} tokens)")
     view_mode = "mask" if mode == "drift" else mode
-    part = rollout_part("r0", ld, settings, order, {order[0]: tok} if tok else None, view_mode)
-    steps = [Step("tokens", "r0", t, tok if k == 0 else None, mode) for k, t in enumerate(order)]
-    start = 0
-    if turns is None:  # as the app opens a rollout: its first trained agent turn (else the first agent turn)
-        by = {t.index: t for t in ld.rollout.turns}
-        for pick in (lambda t: t.kind == "agent" and t.trained, lambda t: t.kind == "agent"):
-            start = next((k for k, i in enumerate(order) if pick(by[i])), None)
-            if start is not None:
-                break
-        start = start or 0
+    part = rollout_part("r0", ld, settings, order, view_mode)
+    steps = [Step("tokens", "r0", t, tok if k == start else None, mode) for k, t in enumerate(order)]
     return ExportDoc(f"{ld.name} · Rollout Inspector", [part], steps, present=present, start=start)
 
 
@@ -273,5 +277,5 @@ def deck_doc(deck: Deck, settings: Settings, *, tokenizer: str | None = None) ->
     parts = []
     for src_row, key in keys.items():
         ld = opened[src_row]
-        parts.append(rollout_part(key, ld, settings, sorted(want.get(src_row, {})) or [], None, "mask"))
+        parts.append(rollout_part(key, ld, settings, sorted(want.get(src_row, {})) or [], "mask"))
     return ExportDoc(f"{deck.title or 'Deck'} · Rollout Inspector", parts, steps, deck=True)
