@@ -203,7 +203,7 @@ def test_setting_options_take_their_help_from_settings_docs(capsys):
     docs = {name: (env, default, text) for name, env, default, text in Settings.docs()}
     expected = {("drift", "--tokenizer"): "tokenizer", ("compare", "--tokenizer"): "tokenizer",
                 ("summary", "--tokenizer"): "tokenizer", ("rescore", "--tokenizer"): "tokenizer",
-                ("rescore", "--device"): "rescore_device", ("rescore", "--dtype"): "rescore_dtype",
+                ("export", "--tokenizer"): "tokenizer", ("rescore", "--device"): "rescore_device", ("rescore", "--dtype"): "rescore_dtype",
                 ("rescore", "--threshold"): "rescore_flag_delta", ("capture", "--model"): "capture_model",
                 ("capture", "--agent-timeout"): "capture_agent_timeout_s",
                 ("capture", "--test-timeout"): "capture_test_timeout_s",
