@@ -18,8 +18,9 @@ declare -A ARGS=(
   [room]="$([ "$full" = 1 ] && echo "" || echo "--ns 1,4 --rounds 1")"
   [rescore]="--repeats 1"
   [capture]=""
+  [export]=""
 )
-ORDER=(tokenizer token_view load drift rows room rescore capture)
+ORDER=(tokenizer token_view load drift rows room rescore capture export)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ORDER[@]}")
 mkdir -p bench/results

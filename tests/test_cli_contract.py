@@ -61,6 +61,15 @@ BAD = [
     (["capture", "--agent-timeout", "-3", "--out", "{tmp}/o"], 2, "--agent-timeout: -3.0 is out of range"),
     (["rescore", "{tmp}/missing", "--model", "tiny-qwen3"], 2, "{tmp}/missing: no such file"),
     (["rescore", SAMPLE, "--model", "tiny-qwen3", "--temperature", "0"], 2, "--temperature must be > 0"),
+    (["export", SAMPLE, "-o", "{tmp}/o.html", "--turns", "1,x"], 2, "--turns: 'x' is not a turn or a range"),
+    (["export", SAMPLE, "-o", "{tmp}/o.html", "--turns", "3-1"], 2, "--turns: '3-1' ends before it starts"),
+    (["export", SAMPLE, "-o", "{tmp}/o.html", "--turns", "2,7"], 2, "--turns: turn 7 is not in this rollout (turns 0–3)"),
+    (["export", SAMPLE, "-o", "{tmp}/o.html", "--tok", "12-"], 2, "--tok: '12-' is not a token range"),
+    (["export", SAMPLE, "-o", "{tmp}/o.html", "--turns", "1", "--tok", "9000-9001"], 2,
+     "--tok: tokens 9000–9001 are past the end of turn 1 (6,283 tokens)"),
+    (["export", SAMPLE, "-o", "{tmp}/o.html", "--mode", "delta"], 2, "--mode delta: this rollout has no rescore"),
+    (["export", "{tmp}/missing", "-o", "{tmp}/o.html"], 2, "{tmp}/missing: no such file"),
+    (["export", "--deck", "{bad}/trace.json", "-o", "{tmp}/o.html"], 2, "trace.json: not JSON"),
 ]
 
 
@@ -194,7 +203,7 @@ def test_setting_options_take_their_help_from_settings_docs(capsys):
     docs = {name: (env, default, text) for name, env, default, text in Settings.docs()}
     expected = {("drift", "--tokenizer"): "tokenizer", ("compare", "--tokenizer"): "tokenizer",
                 ("summary", "--tokenizer"): "tokenizer", ("rescore", "--tokenizer"): "tokenizer",
-                ("rescore", "--device"): "rescore_device", ("rescore", "--dtype"): "rescore_dtype",
+                ("export", "--tokenizer"): "tokenizer", ("rescore", "--device"): "rescore_device", ("rescore", "--dtype"): "rescore_dtype",
                 ("rescore", "--threshold"): "rescore_flag_delta", ("capture", "--model"): "capture_model",
                 ("capture", "--agent-timeout"): "capture_agent_timeout_s",
                 ("capture", "--test-timeout"): "capture_test_timeout_s",
@@ -240,6 +249,15 @@ def test_summary_names_the_tokenizer_without_loading_it():
             "print(rc, json.loads(buf.getvalue())['tokenizer'], 'transformers' in sys.modules)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.stdout.split() == ["0", "qwen3", "False"], r.stderr
+
+
+def test_export_json(capsys, tmp_path):
+    out = tmp_path / "o.html"
+    code, text, _ = _call(capsys, ["export", SAMPLE, "-o", out, "--turns", "1-2", "--json"])
+    doc = json.loads(text)
+    assert code == 0 and list(doc) == _documented_keys("export")
+    assert (doc["out"], doc["bytes"], doc["steps"], doc["turns"]) == (str(out), len(out.read_bytes()), 2, 2)
+    assert (doc["rollouts"], doc["notes"], doc["flagged_notes"]) == (1, 0, 0)  # the sample has no notes.json
 
 
 def test_every_subcommand_documents_its_json():

@@ -1,7 +1,7 @@
 """Command line: ``python -m viewer SUBCOMMAND`` (also installed as ``rollout-inspector``).
 
 One module per subcommand (:mod:`.summary`, :mod:`.drift`, :mod:`.compare`, :mod:`.capture`,
-:mod:`.rescore`, :mod:`.lint`), each with an ``add_parser``; :mod:`.common` holds what they share: the exit codes
+:mod:`.rescore`, :mod:`.lint`, :mod:`.export`), each with an ``add_parser``; :mod:`.common` holds what they share: the exit codes
 and the one error → exit-code mapping, ``--json``, ``--help`` text from the settings' docs.
 docs/CLI.md documents the commands, the codes and every ``--json`` schema. Front ends only: the
 app and the library never import this package (tests/test_layering.py).
@@ -13,7 +13,7 @@ import os
 
 from viewer.config import Settings
 
-from . import capture, certify, compare, drift, lint, rescore, summary
+from . import capture, certify, compare, drift, export, lint, rescore, summary
 from .common import run
 
 __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
@@ -22,7 +22,7 @@ __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
 # every CLI call (set before anything imports transformers).
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
-SUBCOMMANDS = (summary, drift, compare, capture, rescore, certify, lint)
+SUBCOMMANDS = (summary, drift, compare, capture, rescore, certify, lint, export)
 
 
 def build_parser() -> argparse.ArgumentParser:

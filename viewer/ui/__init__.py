@@ -15,8 +15,8 @@ from ..budgets import limits
 from ..config import Settings
 from ..sources.keep import KEEP
 from ..visitor import deep_link
-from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, health_tab, presenter, rescore_panel,
-               signin, template_tab)
+from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export_button, health_tab, presenter,
+               rescore_panel, signin, template_tab)
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs", "quiet_queue_analytics"]
@@ -72,6 +72,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         b = browse.build(settings, store)
         with b.under_tokens:  # right under the token view: trainer-side logprobs (Δ colour mode)
             rescore_panel.build(settings, store, b)
+            export_button.build(settings, store, b)  # Download as HTML: this view, offline
         # Each further screen is a tab builder in its own module (see viewer/ui/*_tab.py).
         with b.tabs:
             with gr.Tab("Drift", id="drift"):

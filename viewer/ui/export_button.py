@@ -1,0 +1,89 @@
+"""The Tokens tab's **Download as HTML**: what is on screen (the turn, the selected tokens, the colour
+mode, a rescore's Δ mode when one was run) as one offline HTML file (docs/TALK.md, "Export").
+
+The browser reads the selection and the mode from the token view (``data-selected``, the mode
+button that is on) into two hidden boxes; the server checks them as a visitor's values
+(:func:`viewer.talk.export.parse_tok`, the mode list) and builds the file with the CLI's code
+(:mod:`viewer.talk.export`, :func:`viewer.render.export.export_html`). The file goes to a folder of
+this session's (deleted when it ends, as uploads are: viewer/sources/keep.py).
+"""
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from ..budgets import BudgetExceeded
+from ..config import Settings
+from ..layout import NOTES, is_capture_dir
+from ..render.export import export_html
+from ..sources.keep import KEEP
+from ..talk import export as ex
+from . import rescores
+from .browse import Browse
+from .browse_handlers import shown_name
+from .store import RolloutStore
+
+__all__ = ["build", "READ_VIEW_JS"]
+
+# The token view's state, read where it is drawn (viewer/ui/assets/token_view.js keeps both on its root).
+READ_VIEW_JS = """() => {
+  const r = document.querySelector('#token-view .ri-tv');
+  const on = document.querySelector('#token-view .ri-modes button.on');
+  return [(r && r.dataset.selected) || '', (on && on.dataset.mode) || 'mask'];
+}"""
+
+
+def _name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:60].strip("._") or "rollout"
+
+
+def make_file(settings: Settings, store: RolloutStore, key: str | None, turn, sel: str | None, mode: str | None,
+              session: str | None = None) -> str:
+    """The export of what the visitor sees; raises gr.Error with the reason when it cannot be made."""
+    op = store.get(key)
+    if op is None or turn is None:
+        raise gr.Error("Open a rollout and pick a turn first.")
+    try:
+        index = int(turn)
+        tok = ex.parse_tok(str(sel or "")[:40])
+    except (TypeError, ValueError, OverflowError) as e:
+        raise gr.Error(f"Cannot export this view: {e}") from None
+    mode = mode if mode in ex.MODES else "mask"
+    res = rescores.get(op.key)
+    if mode == "delta" and res is None:
+        mode = "mask"
+    folder = Path(op.path) if op.path is not None and is_capture_dir(Path(op.path)) else None
+    ld = ex.Loaded(op.rollout, op.choice, op.table, shown_name(op), folder, rescore=res)
+
+    def make() -> str:
+        return export_html(ex.rollout_doc(ld, settings, turns=[index], tok=tok, mode=mode))
+
+    try:  # made once per view for every visitor (the shared cache holds response_mb for it)
+        notes = folder / NOTES if folder is not None else None  # an edited notes.json makes a new file
+        stamp = notes.stat().st_mtime_ns if notes is not None and notes.is_file() else 0
+        html = store.derived(op.key, ("export-html", index, tok, mode, rescores.stamp(op.key), stamp), make)
+    except (ValueError, KeyError, BudgetExceeded) as e:
+        raise gr.Error(f"Cannot export this view: {str(e).strip(chr(39))}") from None
+    dest = Path(KEEP.add(tempfile.mkdtemp(prefix="ri-export-"), session))
+    out = dest / f"{_name(shown_name(op))}-turn{index}.html"
+    out.write_text(html, encoding="utf-8")
+    return str(out)
+
+
+def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
+    """The button and its file, where the caller places them (under the token view)."""
+    with gr.Row():
+        btn = gr.Button("Download as HTML", size="sm", elem_id="export-html-btn", min_width=140, scale=0)
+        out = gr.File(label="Offline HTML of this view (opens from file://, no network)", interactive=False,
+                      elem_id="export-html-file", height=60, scale=3)
+    sel = gr.Textbox(visible=False, elem_id="export-sel")
+    mode = gr.Textbox(visible=False, elem_id="export-mode")
+
+    def on_export(key, turn, sel_v, mode_v, request: gr.Request):
+        return make_file(settings, store, key, turn, sel_v, mode_v, getattr(request, "session_hash", None))
+
+    btn.click(None, None, [sel, mode], js=READ_VIEW_JS, api_name="export_read_view", api_visibility="private").then(
+        on_export, [b.key, b.turn, sel, mode], out, api_name="export_html", **b.fast)
