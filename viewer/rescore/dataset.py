@@ -235,14 +235,19 @@ def check_model(opts: RescoreOptions, settings: Settings) -> None:
                  opts.dtype or settings.rescore_dtype)
 
 
+def nothing_rescored(source: str, errors: list[dict[str, str]]) -> str:
+    why = "; ".join(f"{e['source']}: {e['error']}" for e in errors[:3])
+    return f"{source}: no rollout could be rescored" + (f" ({why})" if why else "")
+
+
 def rescore_dataset(source: str, settings: Settings | None = None, opts: RescoreOptions | None = None, *,
                     limit: int | None = None, progress: Callable[[int, int | None], None] | None = None,
                     cancel: threading.Event | None = None) -> dict[str, Any]:
     """Rescore every rollout of SOURCE in this process. Returns ``{"table", "rollouts", "errors",
     "trainers", "temperatures", "cancelled", "total"}`` (``table``: a pyarrow table, :func:`token_schema`).
 
-    Raises :class:`viewer.drift.corpus.ScanInputError` when SOURCE is missing or holds no readable
-    rollout, ValueError for a model that cannot be loaded, TorchMissing without torch."""
+    Raises :class:`viewer.drift.corpus.ScanInputError` when SOURCE is missing or no rollout of it
+    could be rescored, ValueError for a model that cannot be loaded, TorchMissing without torch."""
     import pyarrow as pa
 
     from viewer.drift.corpus import ScanInputError, iter_rollouts
@@ -253,8 +258,7 @@ def rescore_dataset(source: str, settings: Settings | None = None, opts: Rescore
     check_model(opts, settings)
     rollouts = iter_rollouts(source, settings, limit)
     if rollouts.peek() is None:
-        why = "; ".join(f"{e['source']}: {e['error']}" for e in rollouts.errors[:3])
-        raise ScanInputError(f"{source}: no readable rollout" + (f" ({why})" if why else ""))
+        raise ScanInputError(nothing_rescored(source, rollouts.errors))
     total = rollouts.total()
 
     def prog(done: int) -> None:  # rollouts rescored or failed, plus those that could not be read
@@ -263,6 +267,8 @@ def rescore_dataset(source: str, settings: Settings | None = None, opts: Rescore
 
     res = rescore_rollouts(_named(rollouts), settings, opts, progress=prog, cancel=cancel)
     res["errors"] = list(rollouts.errors) + res["errors"]
+    if not res["rollouts"] and not res["cancelled"]:
+        raise ScanInputError(nothing_rescored(source, res["errors"]))
     res["table"] = pa.table(res.pop("columns"), schema=token_schema())
     res["total"] = total
     return res

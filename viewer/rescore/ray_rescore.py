@@ -85,11 +85,11 @@ def rescore_with_ray(source: str, settings: Settings | None = None, opts: Rescor
                      progress: Callable[[int, int | None], None] | None = None,
                      cancel: threading.Event | None = None) -> dict[str, Any]:
     """:func:`viewer.rescore.dataset.rescore_dataset` on Ray: the same result (``table`` equal to the
-    local run's), rollouts counted per block. Raises ScanInputError without Ray or without a readable
-    rollout."""
+    local run's), rollouts counted per block. Raises ScanInputError without Ray or when no rollout
+    could be rescored."""
     from viewer.drift.corpus import ScanInputError
     from viewer.drift.ray_engine import _init_ray, plan_blocks, ray_available
-    from viewer.rescore.dataset import check_model, token_schema
+    from viewer.rescore.dataset import check_model, nothing_rescored, token_schema
 
     why = ray_available()
     try:
@@ -157,6 +157,5 @@ def rescore_with_ray(source: str, settings: Settings | None = None, opts: Rescor
             for key, n in part[k].items():
                 out[k][key] = out[k].get(key, 0) + n
     if not out["rollouts"] and not out["cancelled"]:
-        why = "; ".join(f"{e['source']}: {e['error']}" for e in out["errors"][:3])
-        raise ScanInputError(f"{source}: no readable rollout" + (f" ({why})" if why else ""))
+        raise ScanInputError(nothing_rescored(source, out["errors"]))
     return out
