@@ -270,5 +270,6 @@ def rescore_dataset(source: str, settings: Settings | None = None, opts: Rescore
     if not res["rollouts"] and not res["cancelled"]:
         raise ScanInputError(nothing_rescored(source, res["errors"]))
     res["table"] = pa.table(res.pop("columns"), schema=token_schema())
-    res["total"] = total
+    # a data file read row by row has no count up front; a run that read it all knows it (as Ray's plan does)
+    res["total"] = total if total is not None or res["cancelled"] else len(res["rollouts"]) + len(res["errors"])
     return res
