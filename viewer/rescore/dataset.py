@@ -68,6 +68,9 @@ class RescoreOptions:
     temperature: float | None = None
     clip_min: float | None = IS.DEFAULT_CLIP_MIN
     clip_max: float | None = IS.DEFAULT_CLIP_MAX
+    # torch threads for the forward (None: leave torch's own). A bf16 forward on CPU rounds differently
+    # with another thread count, so the Ray engine gives its actors the driver's count (ray_rescore.py)
+    threads: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -172,6 +175,10 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
     out: dict[str, Any] = {"columns": cols, "rollouts": [], "errors": [], "trainers": {}, "temperatures": {},
                            "cancelled": False}
     toks = _Tokenizers(settings, opts.tokenizer)
+    if opts.threads:
+        from viewer.rescore.model import _torch
+
+        _torch().set_num_threads(int(opts.threads))
     lim = settings.limits()
     done = 0
     for name, r in rollouts:

@@ -4,7 +4,8 @@ The drift scan's machinery (:mod:`viewer.drift.ray_engine`): the same blocks (on
 one per parquet row group), the same embedded local Ray or cluster (``--ray-address`` /
 ``RAY_ADDRESS``), a pool of ``ray_workers`` actors. Each actor rescores its blocks with the local
 engine's own function (:func:`viewer.rescore.dataset.rescore_rollouts`; its model stays loaded
-between blocks) and returns the per-token rows as an Arrow table with one extra summary row. The
+between blocks, its torch thread count the driver's: a bf16 forward on CPU rounds differently with
+another count) and returns the per-token rows as an Arrow table with one extra summary row. The
 driver puts the blocks back in plan order, which is the order the local engine reads them in, so the
 table (and the summary computed from it) equals the local run's. Progress per block; Cancel stops
 between blocks and keeps the blocks that came back (``cancelled``).
@@ -106,6 +107,12 @@ def rescore_with_ray(source: str, settings: Settings | None = None, opts: Rescor
     if opts is None:
         raise ValueError("rescore_with_ray needs RescoreOptions (at least the model)")
     check_model(opts, settings)  # a model that cannot load fails here, before Ray starts
+    if not opts.threads:  # the local engine's thread count: the same rounding, so the same table
+        from dataclasses import replace
+
+        from viewer.rescore.model import _torch
+
+        opts = replace(opts, threads=_torch().get_num_threads())
     blocks = plan_blocks(source, settings, limit)
     total = sum(len(b["rows"]) if b["rows"] is not None else 1 for b in blocks)
     parts: dict[int, dict[str, Any]] = {}  # block index -> its summary row (the block is complete)
