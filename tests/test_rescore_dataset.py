@@ -322,3 +322,25 @@ def test_ctrl_c_cancels_once_then_stops():
             for _ in range(1000):  # the handler runs between bytecodes of this thread
                 math.sqrt(2)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_ray_equals_local_in_bf16(ray_mod, tmp_path):
+    """SmolLM2 in its own dtype (bf16): a CPU forward rounds differently with another torch thread
+    count, and Ray's actors once ran with one thread (Ray's default for a 1-CPU actor): their table
+    differed from the local run's in every token. They now take the driver's count."""
+    import torch
+
+    from viewer.rescore.dataset import RescoreOptions, rescore_dataset
+
+    _need_models()
+    shutil.copytree(SAMPLE_DIR / "smollm2", tmp_path / "ds" / "s1")
+    opts = RescoreOptions(model="smollm2", device="cpu", dtype="auto")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # as on this 2-core machine; a 1-CPU Ray actor would run 1
+    try:
+        local = rescore_dataset(str(tmp_path / "ds"), Settings(), opts)
+        res = ray_mod.rescore_with_ray(str(tmp_path / "ds"), Settings(ray_num_cpus=2, ray_workers=2), opts)
+    finally:
+        torch.set_num_threads(before)
+    assert local["table"].num_rows == 256 and set(local["table"].column("trainer_model").to_pylist()) == {"smollm2"}
+    assert res["table"].equals(local["table"])
