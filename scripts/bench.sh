@@ -17,10 +17,11 @@ declare -A ARGS=(
   [rows]="$([ "$full" = 1 ] && echo "--mb 1024" || echo "--mb 64")"
   [room]="$([ "$full" = 1 ] && echo "" || echo "--ns 1,4 --rounds 1")"
   [rescore]="--repeats 1"
+  [rescore_dataset]="$([ "$full" = 1 ] && echo "--copies 6 --repeats 3" || echo "--copies 3")"
   [capture]=""
   [export]=""
 )
-ORDER=(tokenizer token_view load drift rows room rescore capture export)
+ORDER=(tokenizer token_view load drift rows room rescore rescore_dataset capture export)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${ORDER[@]}")
 mkdir -p bench/results

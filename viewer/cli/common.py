@@ -27,7 +27,8 @@ INTERNAL = 5
 EXIT_CODES = {
     OK: "ok: the command ran (drift found, files differ: still 0 unless --fail-on-findings)",
     FINDINGS: "findings: the command ran and found what a pipeline should stop on (a capture that did not end "
-              "ok; with --fail-on-findings: problems, drifted turns, a divergence, flagged tokens; lint: a rule at error level)",
+              "ok, a dataset rescore cancelled with its partial results written; with --fail-on-findings: "
+              "problems, drifted turns, a divergence, flagged tokens; lint: a rule at error level)",
     BAD_INPUT: "usage or bad input: an unknown option or bad value, a source that is missing or unreadable, a "
                "tokenizer or model that cannot be loaded",
     BUDGET: "a resource budget was exceeded (viewer/budgets.py; raise it with VIEWER_BUDGET_<NAME>)",

@@ -13,6 +13,7 @@ from viewer.config import Settings
 from viewer.rescore import importance as IS
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
+from .rescore_dataset import add_dataset_options, run_dataset, wants_dataset
 
 __all__ = ["add_parser"]
 
@@ -23,7 +24,8 @@ COLUMNS = ("turn", "row", "verdict", "context", "tokens", "mean_abs_delta", "max
 def add_parser(sub) -> None:
     p = sub.add_parser("rescore", help="run the model's forward pass over the trainer rows and compare each trained "
                                        "token's logprob with the sampler's (Δ = trainer − sampler, ratio = exp Δ)")
-    p.add_argument("source", metavar="SOURCE", help="capture folder or trace file")
+    p.add_argument("source", metavar="SOURCE", help="capture folder or trace file; a folder of captures, a data file "
+                                                    "or hf://...: every rollout (a dataset rescore, see --out)")
     p.add_argument("--model", required=True, help=f"{' / '.join(MODELS)} (the capture models, built offline), a "
                                                   "local model folder or a Hub name")
     add_common(p, findings="a token is flagged (|Δ| over the threshold)")
@@ -45,6 +47,7 @@ def add_parser(sub) -> None:
                    help="vllm_importance_sampling_clip_max, a number or none (default %(default)s, TRL 1.16's)")
     p.add_argument("--is-min", type=_bound, default=IS.DEFAULT_CLIP_MIN, metavar="C",
                    help="vllm_importance_sampling_clip_min, a number or none (default %(default)s, TRL 1.16's)")
+    add_dataset_options(p)
     p.set_defaults(func=_cmd_rescore)
 
 
@@ -93,6 +96,8 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
         IS.check_bounds(args.is_mode, args.is_min, args.is_max)
     except ValueError as e:
         raise CliError(f"--is-mode/--is-min/--is-max: {e}", BAD_INPUT) from None
+    if wants_dataset(args):  # a folder of captures or a data file: every rollout, one per-token table
+        return run_dataset(args, settings)
     ro = load_source(args.source, settings)
     spec = choose_spec(ro, args.trainer, args.train_turns, args.fork_threshold)
     # the tokenizer the app reads this rollout with; only trl-message re-renders prompts through it
