@@ -8,6 +8,7 @@ const box = element.querySelector('.ri-callout');
 const stepEl = box.querySelector('.ri-callout-step');
 const notesEl = box.querySelector('.ri-callout-notes');
 let T = {turn: null, marks: [], notes: [], deck: null, seq: 0}, seen = 0, at = -1;
+let want = -1, shownAt = -1;  // the step last asked for: a quick → → asks 2 then 3, not 2 twice
 const presenting = () => document.body.classList.contains('ri-present');
 const shownTurn = () => { const r = document.querySelector('#token-view .ri-tv'); return r ? r.dataset.turn : undefined; };
 
@@ -32,11 +33,13 @@ function callout() {
   notesEl.replaceChildren(frag);
   box.hidden = !presenting() || (!d && !here.length);
   box.dataset.at = String(at);
+  box.dataset.notes = String(T.notes.length);  // what n / N step through (tests wait for it)
 }
 
 function load() {
   try { T = props.value ? JSON.parse(props.value) : T; } catch (err) { T = {turn: null, marks: [], notes: [], deck: null, seq: 0}; }
   window.dispatchEvent(new CustomEvent('ri-marks', {detail: {target: 'token-view', layer: 'notes', turn: T.turn, marks: T.marks}}));
+  if (T.deck && (T.deck.at !== shownAt || T.seq !== seen)) { want = T.deck.at; shownAt = T.deck.at; }
   if (T.deck && T.seq !== seen) {  // a deck was opened (a ?deck= link or an upload): present it
     seen = T.seq;
     if (!presenting()) window.dispatchEvent(new CustomEvent('ri-present'));
@@ -65,7 +68,9 @@ if (!window.__riTalkKeys) {
     if (e.key === 'n') stepNote(+1);
     else if (e.key === 'N') stepNote(-1);
     else if (T.deck && (e.key === 'ArrowRight' || e.key === 'ArrowLeft')) {
-      trigger('click', {step: T.deck.at + (e.key === 'ArrowRight' ? 1 : -1)});
+      const next = want + (e.key === 'ArrowRight' ? 1 : -1);
+      if (next >= 0 && next < T.deck.n) want = next;
+      trigger('click', {step: next});  // past either end: the server says so
     } else return;
     e.preventDefault();
     e.stopImmediatePropagation();
