@@ -46,7 +46,8 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
                 mode = gr.Textbox(label="colour mode", value="mask", elem_id="view-mode", scale=0, min_width=90)
             with gr.Row():
                 add_btn = gr.Button("Add note", variant="primary", size="sm", elem_id="note-add")
-                pick = gr.Dropdown([], label="Note", elem_id="note-pick", scale=2)
+                # the server checks the id (Notes.edit / delete): a stale or typed one is refused by name
+                pick = gr.Dropdown([], label="Note", elem_id="note-pick", scale=2, allow_custom_value=True)
                 edit_btn = gr.Button("Save the text to this note", size="sm", elem_id="note-edit")
                 del_btn = gr.Button("Delete this note", size="sm", variant="stop", elem_id="note-delete")
             msg = gr.HTML("", elem_id="talk-msg")
