@@ -126,9 +126,9 @@ def test_public_mode_never_writes_notes_to_the_servers_folders(apps, tmp_path):
 
 
 def test_deep_link_note_and_deck_values_are_checked():
-    assert deep_link({"note": "3"}).note_ref == "3" and deep_link({"note": "n-1_a"}).note_ref == "n-1_a"
+    assert deep_link({"note": "3"}).note == "3" and deep_link({"note": "n-1_a"}).note == "n-1_a"
     bad = deep_link({"note": "<img src=x>", "source": "sample:qwen3-tiny"})
-    assert bad.note_ref == "" and "note=" in bad.note and "not a note number or id" in bad.note
+    assert bad.note == "" and "note=" in bad.notice and "not a note number or id" in bad.notice
     assert deep_link({"deck": "decks/talk.json"}).deck == "decks/talk.json"
     assert deep_link({"deck": "x" * 5000}).deck == ""
 

@@ -168,7 +168,7 @@ def _index(text: str | None) -> int | None:
 @dataclass(frozen=True)
 class DeepLink:
     """What a page link asks for, typed; ``ignored`` lists the parameters that were not valid
-    (``"what\0why"`` each; :attr:`note` says them to the user)."""
+    (``"what\0why"`` each; :attr:`notice` says them to the user). Field names are the query's names."""
 
     source: str = ""
     row: int | None = None
@@ -179,12 +179,12 @@ class DeepLink:
     compare_row: int | None = None
     job: str | None = None
     present: bool = False
-    note_ref: str = ""  # ?note=K: a note's 1-based place or its id (viewer/ui/talk_panel.py opens it)
+    note: str = ""  # ?note=K: a note's 1-based place or its id (viewer/ui/talk_handlers.py opens it)
     deck: str = ""  # ?deck=PATH: checked by :func:`deck_file` when opened, like a source
     ignored: list[str] = field(default_factory=list)
 
     @property
-    def note(self) -> str:
+    def notice(self) -> str:
         # one clause per parameter, each saying what it should have been
         return "; ".join(f"{'Ignored' if i == 0 else 'ignored'} {what} in the link: {why}"
                          for i, (what, why) in enumerate(w.split("\0") for w in self.ignored)) + "." \
@@ -219,13 +219,13 @@ def deep_link(query: Mapping[str, Any]) -> DeepLink:
     job = job_id(q.get("job"))
     if q.get("job") and job is None:
         bad.append(f"job={q['job'][:40]!r}\0not a job id")
-    note_ref = q.get("note", "").strip()
-    if note_ref and not NOTE_REF.fullmatch(note_ref):
-        bad.append(f"note={note_ref[:40]!r}\0not a note number or id")
-        note_ref = ""
+    note = q.get("note", "").strip()
+    if note and not NOTE_REF.fullmatch(note):
+        bad.append(f"note={note[:40]!r}\0not a note number or id")
+        note = ""
     return DeepLink(source=src("source"), row=num("row"), turn=num("turn"), tok=tok, mode=mode,
                     compare=src("compare"), compare_row=num("compare_row"), job=job,
-                    present=q.get("present") == "1", note_ref=note_ref, deck=src("deck"), ignored=bad)
+                    present=q.get("present") == "1", note=note, deck=src("deck"), ignored=bad)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
 
         def on_load(request: gr.Request):
             link = deep_link(request.query_params if request is not None else {})  # viewer/visitor.py
-            spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.note
+            spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.notice
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample

@@ -175,10 +175,8 @@ class TalkHandlers:
     def go_note(self, key, note: Note | None) -> list:
         if note is None:
             return [gr.skip()] * len(self.b.turn_outputs)
-        try:
-            return self.b.select_fn(key, note.turn, focus=note.tok)
-        except Exception:  # a note past the turn's end: the panel flags it; nothing moves
-            return [gr.skip()] * len(self.b.turn_outputs)
+        # a note on a turn that is gone selects nothing (on_select_turn skips it); the panel flags it
+        return self.b.select_fn(key, note.turn, focus=note.tok)
 
     def on_page(self, key, state, evt: gr.EventData) -> list:
         """The page asked for note k (talk.js, n / N)."""
@@ -190,11 +188,11 @@ class TalkHandlers:
         from ..visitor import deep_link
 
         link = deep_link(request.query_params if request is not None else {})
-        if not link.note_ref:
+        if not link.note:
             return [gr.skip()] * len(self.b.turn_outputs)
-        note = self.note_target(key, link.note_ref, state)
+        note = self.note_target(key, link.note, state)
         if note is None:
-            gr.Warning(f"No note {link.note_ref} on this rollout.")
+            gr.Warning(f"No note {link.note} on this rollout.")
         return self.go_note(key, note)
 
     # --- decks ---------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     quiet = dict(api_visibility="private", show_progress="hidden")
     ins, view_out = [b.key, b.turn, notes_state, deck], [listing, pick, carrier, msg]
     for st in (b.key, b.turn):
-        st.change(h.refresh, ins, view_out, **quiet)
+        st.change(h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
     add_btn.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(
         h.add, [b.key, sel, text, notes_state, deck], [notes_state] + view_out, api_name="add_note")
     edit_btn.click(h.edit, [b.key, b.turn, pick, text, notes_state, deck], [notes_state] + view_out,
@@ -79,18 +79,19 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
         h.add_step, [b.key, b.turn, sel, mode, built], [built, deck_out, msg], api_name="deck_add_view")
 
     # n / N: the page names a note by its place; the server opens its turn with its range selected
-    carrier.click(h.on_page, [b.key, notes_state], b.turn_outputs, **quiet, **b.shows)
+    carrier.click(h.on_page, [b.key, notes_state], b.turn_outputs, api_name="talk_note", **quiet, **b.shows)
     # → / ← with a deck: the page names a step; the server opens its rollout, then its Drift / Compare tab
     after = [c for c in ((cmp.outputs if cmp else []) + (drift.outputs + drift.cost_outputs if drift else []))]
 
     def then_show(ev):
-        return ev.then(h.after_step, [deck, b.key, b.turn], after, **quiet).then(h.refresh, ins, view_out, **quiet)
+        return ev.then(h.after_step, [deck, b.key, b.turn], after, api_name="talk_after_step", **quiet).then(
+            h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
 
-    then_show(carrier.click(h.on_step, [deck], [deck] + b.outputs + [b.tabs], **quiet, **b.shows))
+    then_show(carrier.click(h.on_step, [deck], [deck] + b.outputs + [b.tabs], api_name="talk_step", **quiet, **b.shows))
     then_show(deck_up.upload(h.on_upload_deck, [deck_up, deck], [deck, msg], api_name="present_deck").then(
-        h.step_values, [deck], b.outputs + [b.tabs], **quiet, **b.shows))
+        h.step_values, [deck], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
     if loaded is not None:
-        loaded.then(h.on_link_note, [b.key, notes_state], b.turn_outputs, **quiet, **b.shows)
-        then_show(loaded.then(h.on_link_deck, [deck], [deck, b.outputs[STATUS]], **quiet).then(
-            h.step_values, [deck], b.outputs + [b.tabs], **quiet, **b.shows))
+        loaded.then(h.on_link_note, [b.key, notes_state], b.turn_outputs, api_name="talk_note_link", **quiet, **b.shows)
+        then_show(loaded.then(h.on_link_deck, [deck], [deck, b.outputs[STATUS]], api_name="talk_deck_link", **quiet).then(
+            h.step_values, [deck], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
     return h
