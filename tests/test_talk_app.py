@@ -161,3 +161,15 @@ def test_the_bundled_deck_tells_the_story_in_five_steps():
     a, b = d.steps[1].tok
     assert (a, b) == (P1, P1 + 4) and PIECES == [27, 983, 337, 13429, 29]
     assert d.steps[4].compare == "sample:smollm2"
+
+
+def test_add_this_view_to_the_deck_builds_a_deck_json(apps):
+    _demo, url, _root = apps["local"]
+    c = _client(url)
+    c.predict("qwen3-tiny", "", api_name="/open_sample")  # opens on turn 1, the first trained turn
+    first, said = c.predict(f"1:{P1}-{P1 + 4}", "logprob", api_name="/deck_add_view")
+    assert "Step 1 added" in said
+    path, said = c.predict("", "no-such-mode", api_name="/deck_add_view")
+    doc = json.loads(Path(path).read_text())
+    assert doc["version"] == 1 and [(s["source"], s.get("turn"), s.get("tok"), s["mode"]) for s in doc["steps"]] == [
+        ("sample:qwen3-tiny", 1, [P1, P1 + 4], "logprob"), ("sample:qwen3-tiny", 1, None, "mask")]
