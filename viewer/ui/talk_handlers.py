@@ -20,7 +20,7 @@ from ..config import Settings
 from ..layout import DECK, NOTES
 from ..render.talk import notes_list_html, talk_payload
 from ..talk import deck as talk_deck
-from ..talk.common import TalkError
+from ..talk.common import MAX_TALK_BYTES, TalkError
 from ..talk.deck import Deck, Step
 from ..talk.notes import Note, Notes, anchor_of
 from ..visitor import NOTE_REF, VisitorError, deck_file
@@ -42,6 +42,12 @@ def parse_selection(text: Any) -> tuple[int, tuple[int, int]]:
                         "or type turn:first-last")
     a, b = int(m.group(2)), int(m.group(3) or m.group(2))
     return int(m.group(1)), (min(a, b), max(a, b))
+
+
+def _head(path: Path) -> bytes:
+    """At most one byte past the talk files' limit: a bigger file is refused by size, never read whole."""
+    with open(path, "rb") as f:
+        return f.read(MAX_TALK_BYTES + 1)
 
 
 def _download(text: str, name: str, prefix: str) -> str:
@@ -145,7 +151,7 @@ class TalkHandlers:
                 raise TalkError("No file uploaded")
             from ..talk.notes import parse
 
-            new = parse(Path(file).read_bytes(), Path(file).name)
+            new = parse(_head(Path(file)), Path(file).name)
             src, row = place.rollout_source(op, self.settings)
             other = f" (written for {new.source})" if new.source and src and new.source != src else ""
             return replace(new, source=src or new.source, row=row), \
@@ -212,7 +218,7 @@ class TalkHandlers:
             return [gr.skip(), gr.skip()]
         try:
             path = deck_file(link.deck, self.settings)
-            data = path.read_bytes()[:2_000_000]
+            data = _head(path)
         except (VisitorError, OSError) as e:
             return [gr.skip(), render.notice_html(f"Deck not opened: {e}", "error")]
         new, error = self.open_deck(data, path.name, dk)
@@ -221,7 +227,7 @@ class TalkHandlers:
     def on_upload_deck(self, file, dk) -> list:
         if not file:
             return [gr.skip(), render.notice_html("No deck uploaded.", "error")]
-        new, error = self.open_deck(Path(file).read_bytes()[:2_000_000], Path(file).name, dk)
+        new, error = self.open_deck(_head(Path(file)), Path(file).name, dk)
         return [new if new else gr.skip(), render.notice_html(error, "error") if error else gr.skip()]
 
     def step_values(self, dk, request: gr.Request | None = None) -> list:
