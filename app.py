@@ -17,4 +17,9 @@ if __name__ == "__main__":
     from viewer.capture.runner import install_shutdown_handlers
 
     install_shutdown_handlers()  # stopping the app stops a running capture first (no orphans)
+    # The bundled example deck (docs/TALK.md): presenter mode, five steps, → / ← to walk them
+    from viewer.visitor import SAMPLE_DECK
+
+    port = os.environ.get("GRADIO_SERVER_PORT", "7860")
+    print(f"Example talk deck: http://127.0.0.1:{port}/?deck={SAMPLE_DECK}", flush=True)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "127.0.0.1"), **LAUNCH_KWARGS)

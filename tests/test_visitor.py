@@ -94,10 +94,10 @@ def test_deep_link_is_typed_and_says_what_it_ignored():
                       "job": "../../etc", "present": "1", "compare": "a" * 5000, "compare_row": "2"})
     assert (link.source, link.turn, link.row, link.tok, link.mode, link.job, link.present, link.compare,
             link.compare_row) == ("sample:qwen3-tiny", 3, None, (4, 9), "mask", None, True, "", 2)
-    assert "row='x'" in link.note and "mode=" in link.note and "job=" in link.note and "compare=" in link.note
+    assert "row='x'" in link.notice and "mode=" in link.notice and "job=" in link.notice and "compare=" in link.notice
     ok = deep_link({"job": "0123456789abcdef0123456789abcdef", "turn": "99999999999"})
-    assert ok.job == "0123456789abcdef0123456789abcdef" and ok.turn is None and "turn=" in ok.note
-    assert deep_link({}).note == "" and deep_link({}).mode == "mask"
+    assert ok.job == "0123456789abcdef0123456789abcdef" and ok.turn is None and "turn=" in ok.notice
+    assert deep_link({}).notice == "" and deep_link({}).mode == "mask"
 
 
 def test_sources_route_through_the_existing_checks(tmp_path):

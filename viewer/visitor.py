@@ -29,7 +29,8 @@ from urllib.parse import urlsplit
 from viewer.config import Settings
 
 __all__ = ["VisitorError", "REPO_ID", "SERVED_NAME", "FLAVOR", "bounded_text", "repo_id", "endpoint_url", "instruction",
-           "bounded_int", "bounded_float", "choice", "DeepLink", "deep_link", "source", "job_id", "local_path"]
+           "bounded_int", "bounded_float", "choice", "DeepLink", "deep_link", "source", "job_id", "local_path",
+           "deck_file", "NOTE_REF", "SAMPLE_DECK"]
 
 # A Hub repo id as the Hub accepts it (OWNER/NAME, ASCII letters, digits, - _ .; no "--" or ".."),
 # always with an owner: a bare word could be read as a relative file name by a tool downstream.
@@ -41,6 +42,9 @@ JOB_ID = re.compile(r"[0-9a-f]{32}")
 MAX_INSTRUCTION = 20_000
 MAX_URL = 2048
 MAX_SOURCE = 4096
+# ?note=K: the K-th note (1-based) or a note's id, as docs/TALK.md spells ids
+NOTE_REF = re.compile(r"[A-Za-z0-9_-]{1,32}")
+SAMPLE_DECK = "sample:deck.json"  # ?deck= for the bundled example deck, wherever the data root is
 
 
 class VisitorError(ValueError):
@@ -164,7 +168,7 @@ def _index(text: str | None) -> int | None:
 @dataclass(frozen=True)
 class DeepLink:
     """What a page link asks for, typed; ``ignored`` lists the parameters that were not valid
-    (``"what\0why"`` each; :attr:`note` says them to the user)."""
+    (``"what\0why"`` each; :attr:`notice` says them to the user). Field names are the query's names."""
 
     source: str = ""
     row: int | None = None
@@ -175,10 +179,12 @@ class DeepLink:
     compare_row: int | None = None
     job: str | None = None
     present: bool = False
+    note: str = ""  # ?note=K: a note's 1-based place or its id (viewer/ui/talk_handlers.py opens it)
+    deck: str = ""  # ?deck=PATH: checked by :func:`deck_file` when opened, like a source
     ignored: list[str] = field(default_factory=list)
 
     @property
-    def note(self) -> str:
+    def notice(self) -> str:
         # one clause per parameter, each saying what it should have been
         return "; ".join(f"{'Ignored' if i == 0 else 'ignored'} {what} in the link: {why}"
                          for i, (what, why) in enumerate(w.split("\0") for w in self.ignored)) + "." \
@@ -213,9 +219,13 @@ def deep_link(query: Mapping[str, Any]) -> DeepLink:
     job = job_id(q.get("job"))
     if q.get("job") and job is None:
         bad.append(f"job={q['job'][:40]!r}\0not a job id")
+    note = q.get("note", "").strip()
+    if note and not NOTE_REF.fullmatch(note):
+        bad.append(f"note={note[:40]!r}\0not a note number or id")
+        note = ""
     return DeepLink(source=src("source"), row=num("row"), turn=num("turn"), tok=tok, mode=mode,
                     compare=src("compare"), compare_row=num("compare_row"), job=job,
-                    present=q.get("present") == "1", ignored=bad)
+                    present=q.get("present") == "1", note=note, deck=src("deck"), ignored=bad)
 
 
 @dataclass(frozen=True)
@@ -261,3 +271,26 @@ def local_path(text: Any, settings: Settings, name: str = "path"):
     from viewer.sources.upload import resolve_user_path
 
     return resolve_user_path(bounded_text(name, text, MAX_SOURCE), settings)
+
+
+def deck_file(text: Any, settings: Settings) -> Path:
+    """A deck a link or a visitor names: ``sample:deck.json`` (the bundled example) or a ``.json`` file
+    inside the data root (:func:`viewer.sources.upload.resolve_user_path`: never outside it, never
+    another visitor's upload). Raises VisitorError naming the deck and the reason."""
+    v = bounded_text("deck", text, MAX_SOURCE)
+    if not v:
+        raise VisitorError("deck", "name a deck.json inside the data root")
+    if v == SAMPLE_DECK:
+        from viewer.config import SAMPLE_DIR
+        from viewer.layout import DECK
+
+        return SAMPLE_DIR / DECK
+    from viewer.sources.upload import resolve_user_path
+
+    try:
+        p = resolve_user_path(v, settings)
+    except ValueError as e:
+        raise VisitorError("deck", str(e)) from None
+    if not p.is_file() or p.suffix.lower() != ".json":
+        raise VisitorError("deck", f"{v}: not a .json file")
+    return p

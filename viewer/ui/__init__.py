@@ -16,7 +16,7 @@ from ..config import Settings
 from ..sources.keep import KEEP
 from ..visitor import deep_link
 from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export_button, health_tab, presenter,
-               rescore_panel, signin, template_tab)
+               rescore_panel, signin, talk_panel, template_tab)
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs", "quiet_queue_analytics"]
@@ -76,7 +76,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         # Each further screen is a tab builder in its own module (see viewer/ui/*_tab.py).
         with b.tabs:
             with gr.Tab("Drift", id="drift"):
-                drift_tab.build(settings, store, b)
+                drift = drift_tab.build(settings, store, b)
             with gr.Tab("Health", id="health"):
                 health_tab.build(settings, store, b)
             with gr.Tab("Compare", id="compare"):
@@ -91,7 +91,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
 
         def on_load(request: gr.Request):
             link = deep_link(request.query_params if request is not None else {})  # viewer/visitor.py
-            spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.note
+            spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.notice
             if not spec:
                 spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
                     else settings.sample
@@ -115,6 +115,8 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)
         loaded.then(on_compare_link, [b.key], cmp.outputs + [b.tabs], api_visibility="private", show_progress="hidden")
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")
+        # notes (panel under the token view, ?note=K) and decks (?deck=PATH, an uploaded deck.json)
+        talk_panel.build(settings, store, b, cmp, drift, loaded)
     demo.queue(default_concurrency_limit=4)
     quiet_queue_analytics(demo._queue)
     return demo

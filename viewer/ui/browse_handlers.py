@@ -319,12 +319,16 @@ class Handlers:
         return resolve(self.open_values(op, index, note=note))
 
     # --- turns --------------------------------------------------------------------------------
-    def on_select_turn(self, k: str | None, index, mode: str = "mask") -> list:
+    def on_select_turn(self, k: str | None, index, mode: str = "mask", focus=None) -> list:
+        """Turn ``index`` (``focus``: a token range to select, a note's; checked against the turn)."""
         op = self.store.get(k)
         if op is None or index is None:
             return self.skip_turn()
         try:
-            return self.turn_values(op, int(index), mode=mode)
+            if focus is not None:  # a range past the turn's end selects nothing (open_values says the same)
+                t = op.rollout.turn(int(index))
+                focus = focus if focus[0] < len(t.prompt_ids) + len(t.output_ids) else None
+            return self.turn_values(op, int(index), focus=focus, mode=mode)
         except KeyError:
             return self.skip_turn()
 

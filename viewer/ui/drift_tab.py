@@ -8,6 +8,8 @@ the components out and wires their events; the handlers are named methods in
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import gradio as gr
 
 from .. import render
@@ -25,7 +27,7 @@ __all__ = ["build", "SCOPES", "keep_unpathed", "open_scanned"]
 SCAN_WIDTHS = (16, 4, 6, 6, 9, 5, 6, 9, 6, 9, 6, 5, 6, 7)  # % of the scan table per SCAN_COLUMNS entry
 
 
-def build(settings: Settings, store, browse) -> None:
+def build(settings: Settings, store, browse) -> SimpleNamespace:
     """Create this screen's components inside the current gr.Tab and wire its events."""
     with gr.Row(equal_height=True, elem_id="drift-controls"):
         turn_box = gr.Number(label="turn", precision=0, elem_id="drift-turn", min_width=80, scale=1)
@@ -102,6 +104,8 @@ def build(settings: Settings, store, browse) -> None:
     repro_btn.click(tp.export, [browse.key, browse.turn], repro_files, api_name="drift_repro", **fast)
     turn_box.submit(tp.jump_turn, [browse.key, turn_box], browse.turn_outputs, api_name="drift_select_turn",
                     **browse.shows)
+    # what a deck's drift step fills (viewer/ui/talk_panel.py): this turn's report and the gradient cost
+    handle = SimpleNamespace(show=tp.show, outputs=view_outputs, costs=tp.costs, cost_outputs=cost_outputs)
 
     # ---- dataset scan ------------------------------------------------------------------
     sp = ScanPanel(settings, store, browse)
@@ -115,3 +119,4 @@ def build(settings: Settings, store, browse) -> None:
     cancel_btn.click(sp.cancel_scan, [scan_id], scan_summary, api_name="drift_cancel", queue=False)
     cause_f.change(sp.results, [scan_id, cause_f], [table, cause_plot], api_name="drift_filter")
     table.select(sp.on_pick, [scan_id], browse.outputs + [browse.tabs], api_visibility="private", **browse.shows)
+    return handle

@@ -21,6 +21,8 @@ let spSet = new Set(), oovSet = new Set();
 // Drift marks ({turn, list: [[start, end, label]]}) arrive by the 'ri-marks' event (presenter
 // mode); markSet maps a position of the current turn to its label. Shown while .show-drift is on.
 let marks = {turn: null, list: []}, markSet = new Map();
+// Note marks (viewer/ui/assets/talk.js): the same event with layer 'notes', always shown (.nt).
+let noteMarks = {turn: null, list: []}, noteSet = new Map();
 // Events may name the view they are for (the page can hold several token views).
 const myId = (element.closest('.block') || element).id || '';  // the component's elem_id
 const forMe = e => !(e.detail && typeof e.detail === 'object' && e.detail.target && e.detail.target !== myId);
@@ -161,6 +163,7 @@ function tokenSpan(i, lpMode) {
   if (lpMode === 'delta' && D.delta.is && D.delta.is.m[i]) cls += ' is' + D.delta.is.m[i];
   if (oovSet.has(i)) cls += ' oov';
   if (markSet.has(i)) cls += ' dr';
+  if (noteSet.has(i)) cls += ' nt';
   if (i >= sel[0] && i <= sel[1]) cls += ' sel';
   s.className = cls;
   s.textContent = shown(i);
@@ -296,6 +299,7 @@ function describe(i) {
   else if (i >= p) lines.push('logprob not recorded');
   lines.push(`mask: ${kindName(D.k[i])}`);
   if (markSet.has(i)) lines.push(`drift: ${markSet.get(i)}`);
+  if (noteSet.has(i)) lines.push(`note: ${noteSet.get(i)}`);
   if (D.delta && i >= p) {
     const tr = D.delta.tr[i], dl = D.delta.dl[i];
     if (tr === null) lines.push('trainer: not a trained token of the trainer rows (no Δ)');
@@ -372,20 +376,24 @@ window.addEventListener('ri-select-token', e => {
   reveal(i); select(i, i, true);
 });
 
-function indexMarks() {
-  markSet = new Map();
-  if (!D || marks.turn !== D.turn) return;
-  for (const [a, b, label] of marks.list) for (let i = a; i < b && i < D.ids.length; i++) markSet.set(i, label);
+function layerSet(m) {
+  const set = new Map();
+  if (!D || m.turn !== D.turn) return set;
+  for (const [a, b, label] of m.list) for (let i = a; i < b && i < D.ids.length; i++) set.set(i, label);
+  return set;
 }
+function indexMarks() { markSet = layerSet(marks); noteSet = layerSet(noteMarks); }
 window.addEventListener('ri-marks', e => {
   if (!forMe(e)) return;
-  marks = {turn: e.detail.turn, list: e.detail.marks || []};
+  const got = {turn: e.detail.turn, list: e.detail.marks || []};
+  if (e.detail.layer === 'notes') noteMarks = got; else marks = got;
   indexMarks();
   if (!D) return;
   // Marked tokens must be spans to show: hydrate their chunks, then mark what is painted.
-  for (const [a, b] of marks.list) { hydrate(chunkOf(a)); hydrate(chunkOf(b - 1)); }
-  body.querySelectorAll('.tk').forEach(s => s.classList.toggle('dr', markSet.has(s._i)));
+  for (const [a, b] of got.list) { hydrate(chunkOf(a)); hydrate(chunkOf(b - 1)); }
+  body.querySelectorAll('.tk').forEach(s => { s.classList.toggle('dr', markSet.has(s._i)); s.classList.toggle('nt', noteSet.has(s._i)); });
   root.dataset.marks = String(markSet.size);
+  root.dataset.notes = String(noteSet.size);
 });
 
 // The main view marks its turn in the turn list (Gradio draws the list's rows itself, and again
@@ -422,7 +430,7 @@ function load() {
   showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
   spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks(); hasEmpty = D.t.includes('');
   root.dataset.n = String(D.ids.length); root.dataset.prompt = String(D.prompt_len); delete root.dataset.selected;
-  root.dataset.marks = String(markSet.size);
+  root.dataset.marks = String(markSet.size); root.dataset.notes = String(noteSet.size);
   markTurnList();
   if (D.focus) { reveal(D.focus[0]); select(D.focus[0], D.focus[1], true); return; }
   // Open on the answer: the chunks around the prompt/output boundary are hydrated while

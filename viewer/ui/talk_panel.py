@@ -1,0 +1,97 @@
+"""Notes and decks in the app (docs/TALK.md): the notes panel under the token view, the deck buttons,
+and the page's talk script (note marks, presenter callouts, ``n`` / ``N`` notes, ``→`` / ``←`` deck steps).
+
+Layout and wiring only; what each event does is a method of :class:`.talk_handlers.TalkHandlers`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gradio as gr
+
+from ..config import Settings
+from ..render.talk import notes_list_html, talk_payload, talk_template
+from ..talk.common import MAX_TEXT
+from .browse import Browse
+from .browse_handlers import STATUS
+from .store import RolloutStore
+from .talk_handlers import TalkHandlers
+
+__all__ = ["build", "TALK_JS"]
+
+TALK_JS = (Path(__file__).parent / "assets" / "talk.js").read_text()
+# The token view's selection (and colour mode) as the page shows them: "turn:first-last"; the server
+# checks it (talk_handlers.parse_selection). Typed text stays when nothing is selected.
+READ_SEL = """(sel, mode) => {
+  const r = document.querySelector('#token-view .ri-tv');
+  const on = document.querySelector('#token-view .ri-modes button.on');
+  const s = r && r.dataset.selected && r.dataset.turn !== undefined ? r.dataset.turn + ':' + r.dataset.selected : sel;
+  return [s, on ? on.dataset.mode : (mode || 'mask')];
+}"""
+
+
+def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=None, loaded=None) -> TalkHandlers:
+    """The panel (under the token view), the talk script, and their events; ``loaded`` (the page
+    load's event) gets the ``?note=`` and ``?deck=`` links chained after it."""
+    h = TalkHandlers(settings, store, b, cmp, drift)
+    notes_state = gr.State({})  # {rollout: notes.json text}: uploads, Hub sources, public mode
+    deck = gr.State(None)  # the deck being shown: {"text", "at", "seq"}
+    built = gr.State("")  # the deck "Add this view" builds (deck.json text)
+    with b.under_tokens:
+        with gr.Accordion("Notes and deck", open=False, elem_id="talk-panel"):
+            with gr.Row(equal_height=True):
+                sel = gr.Textbox(label="Selected tokens (turn:first-last)", elem_id="note-sel", scale=1,
+                                 placeholder="click a token, shift-click the last")
+                text = gr.Textbox(label="Note", elem_id="note-text", lines=2, max_length=MAX_TEXT, scale=3)
+                mode = gr.Textbox(label="colour mode", value="mask", elem_id="view-mode", scale=0, min_width=90)
+            with gr.Row():
+                add_btn = gr.Button("Add note", variant="primary", size="sm", elem_id="note-add")
+                # the server checks the id (Notes.edit / delete): a stale or typed one is refused by name
+                pick = gr.Dropdown([], label="Note", elem_id="note-pick", scale=2, allow_custom_value=True)
+                edit_btn = gr.Button("Save the text to this note", size="sm", elem_id="note-edit")
+                del_btn = gr.Button("Delete this note", size="sm", variant="stop", elem_id="note-delete")
+            msg = gr.HTML("", elem_id="talk-msg")
+            listing = gr.HTML(notes_list_html([]), elem_id="notes-list")
+            with gr.Row():
+                dl_btn = gr.Button("Download notes.json", size="sm", elem_id="notes-download")
+                up_btn = gr.UploadButton("Upload notes.json", size="sm", file_types=[".json"], elem_id="notes-upload")
+                deck_add = gr.Button("Add this view to the deck", size="sm", elem_id="deck-add")
+                deck_up = gr.UploadButton("Present a deck.json", size="sm", file_types=[".json"], elem_id="deck-upload")
+            with gr.Row():
+                notes_out = gr.File(label=None, interactive=False, elem_id="notes-file", height=60)
+                deck_out = gr.File(label=None, interactive=False, elem_id="deck-file", height=60)
+    carrier = gr.HTML(talk_payload(None, []), html_template=talk_template(), js_on_load=TALK_JS, elem_id="talk",
+                      apply_default_css=False)
+
+    quiet = dict(api_visibility="private", show_progress="hidden")
+    ins, view_out = [b.key, b.turn, notes_state, deck], [listing, pick, carrier, msg]
+    for st in (b.key, b.turn):
+        st.change(h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
+    add_btn.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(
+        h.add, [b.key, sel, text, notes_state, deck], [notes_state] + view_out, api_name="add_note")
+    edit_btn.click(h.edit, [b.key, b.turn, pick, text, notes_state, deck], [notes_state] + view_out,
+                   api_name="edit_note")
+    del_btn.click(h.delete, [b.key, b.turn, pick, notes_state, deck], [notes_state] + view_out, api_name="delete_note")
+    dl_btn.click(h.download, [b.key, notes_state], notes_out, api_name="download_notes")
+    up_btn.upload(h.upload, [b.key, b.turn, up_btn, notes_state, deck], [notes_state] + view_out,
+                  api_name="upload_notes")
+    deck_add.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(
+        h.add_step, [b.key, b.turn, sel, mode, built], [built, deck_out, msg], api_name="deck_add_view")
+
+    # n / N: the page names a note by its place; the server opens its turn with its range selected
+    carrier.click(h.on_page, [b.key, notes_state], b.turn_outputs, api_name="talk_note", **quiet, **b.shows)
+    # → / ← with a deck: the page names a step; the server opens its rollout, then its Drift / Compare tab
+    after = [c for c in ((cmp.outputs if cmp else []) + (drift.outputs + drift.cost_outputs if drift else []))]
+
+    def then_show(ev):
+        return ev.then(h.after_step, [deck, b.key, b.turn], after, api_name="talk_after_step", **quiet).then(
+            h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
+
+    then_show(carrier.click(h.on_step, [deck], [deck] + b.outputs + [b.tabs], api_name="talk_step", **quiet, **b.shows))
+    then_show(deck_up.upload(h.on_upload_deck, [deck_up, deck], [deck, msg], api_name="present_deck").then(
+        h.step_values, [deck], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
+    if loaded is not None:
+        loaded.then(h.on_link_note, [b.key, notes_state], b.turn_outputs, api_name="talk_note_link", **quiet, **b.shows)
+        then_show(loaded.then(h.on_link_deck, [deck], [deck, b.outputs[STATUS]], api_name="talk_deck_link", **quiet).then(
+            h.step_values, [deck], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
+    return h
