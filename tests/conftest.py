@@ -164,6 +164,13 @@ def hostile_capture(tmp_path_factory):
 
 def pytest_collection_modifyitems(config, items):
     tiers.check_markers(items)
+    if config.pluginmanager.hasplugin("xdist") and getattr(config.option, "dist", "no") != "no":
+        tiers.assign_groups(items)  # before xdist's own (trylast) hook reads the groups
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        tiers.collect(report)
 
 
 def pytest_terminal_summary(terminalreporter):

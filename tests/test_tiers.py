@@ -67,3 +67,67 @@ def test_the_fast_tier_fails_an_unmarked_test_over_its_cpu_budget(monkeypatch, m
 def test_make_test_fast_is_the_fast_tier():
     recipe = re.search(r"^test-fast:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M).group(1)
     assert "RI_TEST_TIER=fast" in recipe and '-m "not browser and not slow"' in recipe
+
+
+def test_a_shared_fixture_keeps_its_tests_on_one_worker():
+    """Under xdist each worker is its own session: the tests of one shared fixture must share a
+    group, or each worker would start its own vLLM server / TRL process."""
+    assert tiers.xdist_group(_item("tests/test_x.py::a", ["tmp_path", "vllm"], ["slow"])) == "capture"
+    assert tiers.xdist_group(_item("tests/test_y.py::b", ["scripted_capture", "vllm"], ["slow"])) == "capture"
+    assert tiers.xdist_group(_item("tests/test_z.py::c", ["oracle", "cases"], ["slow"])) == "oracle"
+    # a file that starts or scans capture-marked processes shares the capture group, fixture or not
+    assert tiers.xdist_group(_item("tests/test_capture_environment.py::d", ["tmp_path"], [])) == "capture"
+    # anything else: its file's group (module fixtures made once)
+    assert tiers.xdist_group(_item("tests/test_app.py::e", ["client"], [])) == "tests/test_app.py"
+    for name in tiers.SHARED_FIXTURE_GROUPS:
+        assert name in tiers.SLOW_FIXTURES  # a shared expensive fixture is a slow one too
+
+
+def test_groups_are_marked_and_the_longest_come_first():
+    import pytest as _pytest
+
+    class Item:
+        def __init__(self, nodeid, fixtures):
+            self.nodeid, self.fixturenames, self.marks = nodeid, fixtures, []
+
+        def add_marker(self, m):
+            self.marks.append(m)
+
+    items = [Item("tests/test_a.py::x", []), Item("tests/test_a.py::y", []), Item("tests/test_o.py::z", ["oracle"]),
+             Item("tests/test_capture_live.py::v", ["vllm"]), Item("tests/test_b.py::w", [])]
+    tiers.assign_groups(items)
+    assert [i.nodeid for i in items] == ["tests/test_capture_live.py::v", "tests/test_o.py::z", "tests/test_a.py::x",
+                                         "tests/test_a.py::y", "tests/test_b.py::w"]
+    assert all(len(i.marks) == 1 and i.marks[0].name == "xdist_group" for i in items)
+    assert items[0].marks[0].args == ("capture",) and items[2].marks[0].args == ("tests/test_a.py",)
+    assert isinstance(items[0].marks[0], _pytest.MarkDecorator)
+
+
+def test_a_workers_figure_reaches_the_controller(monkeypatch):
+    """RI_TEST_TIMES and the fast tier's summary are written by the controller: each teardown
+    report carries the worker's figure."""
+    monkeypatch.setenv("RI_TEST_TIER", "")
+    item = _item("t.py::remote", [], [])
+    tiers.start(item.nodeid)
+    reports = [SimpleNamespace(when=w, duration=0.1, passed=True, outcome="passed", longrepr=None, user_properties=[])
+               for w in ("setup", "call", "teardown")]
+    for rep in reports:
+        tiers.account(item, rep)
+    figure = tiers.TIMES.pop(item.nodeid)
+    controller = SimpleNamespace(nodeid=item.nodeid, when="teardown", user_properties=reports[-1].user_properties)
+    try:
+        tiers.collect(controller)
+        assert tiers.TIMES[item.nodeid] == figure and figure["wall_s"] == pytest.approx(0.3)
+    finally:
+        tiers.TIMES.pop(item.nodeid, None)
+
+
+def test_make_test_runs_two_workers_grouped():
+    """make test and make test-fast run pytest-xdist, grouped (so shared fixtures start once)."""
+    make = (REPO / "Makefile").read_text()
+    for target in ("test", "test-fast"):
+        recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", make, re.M).group(1)
+        assert "RI_TEST_WORKERS=$${RI_TEST_WORKERS:-2}" in recipe and "scripts/test.sh" in recipe, target
+    script = (REPO / "scripts" / "test.sh").read_text()
+    assert '-n "$workers" --dist loadgroup --no-loadscope-reorder' in script
+    assert "pytest-xdist==" in (REPO / "requirements-dev.txt").read_text()

@@ -33,6 +33,20 @@ SLOW_FIXTURES = {
     "browser": "browser",   # Debian chromium through Playwright
     "page": "browser",
 }
+# Parallel runs (pytest-xdist, ``--dist loadgroup``; scripts/test.sh with RI_TEST_WORKERS): a test
+# using one of these fixtures runs on the one worker that owns the group, so the fixture is made
+# once per run, as in a serial run (each worker is its own pytest session).
+SHARED_FIXTURE_GROUPS = {
+    "vllm": "capture", "scripted_capture": "capture",  # one vLLM server, one scripted capture
+    "oracle": "oracle",  # one TRL process per version
+    "sweep": "sweep", "ray_mod": "ray", "tiny_result": "torch",
+}
+# Files whose tests start capture-marked processes (viewer/capture/procs.py) or assert on every such
+# process of the machine (``marked("capture-")``, "nothing left"): they share the capture group,
+# so no other worker's capture is alive while they look.
+CAPTURE_FILES = {"test_capture_live.py", "test_capture_environment.py", "test_capture_units.py",
+                 "test_attacks_capture.py", "test_attacks_sandbox.py", "test_public_browser.py"}
+FIRST_GROUPS = ("capture", "sweep", "oracle")  # the longest groups start first, so none ends the run alone
 FAST_WALL_BUDGET_S = 90.0  # the inner loop's promise (docs/TESTING.md)
 
 
@@ -66,6 +80,26 @@ def check_markers(items) -> None:
             _UNMARKED[item.nodeid] = "; ".join(missing)
 
 
+def xdist_group(item) -> str:
+    """The group a test runs in: its shared fixture's, else its file's (module fixtures made once)."""
+    path = item.nodeid.split("::")[0]
+    if path.rsplit("/", 1)[-1] in CAPTURE_FILES:
+        return "capture"
+    for name in getattr(item, "fixturenames", ()):
+        if name in SHARED_FIXTURE_GROUPS:
+            return SHARED_FIXTURE_GROUPS[name]
+    return path
+
+
+def assign_groups(items) -> None:
+    """Mark every test with its xdist group and put the longest groups first (in place). Without
+    xdist the mark is inert; the order inside a group, and so each file's, is kept."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+    rank = {g: i for i, g in enumerate(FIRST_GROUPS)}
+    items.sort(key=lambda it: rank.get(xdist_group(it), len(rank)))  # stable: the rest keep their order
+
+
 def guard(item) -> None:
     why = _UNMARKED.get(item.nodeid)
     if why:
@@ -89,13 +123,24 @@ def account(item, rep) -> None:
     marks = {m.name for m in item.iter_markers()} & {"slow", "browser"}
     TIMES[item.nodeid] = {"cpu_s": round(cpu, 2), "wall_s": round(_wall.pop(item.nodeid), 2),
                           "marks": sorted(marks)}
+    if isinstance(getattr(rep, "user_properties", None), list):  # how an xdist worker's figure reaches the controller
+        rep.user_properties.append(("ri_times", TIMES[item.nodeid]))
     if fast_tier() and not marks and cpu > cpu_budget_s() and rep.passed:
         rep.outcome = "failed"
         rep.longrepr = (f"fast tier: this unmarked test cost {cpu:.1f} CPU s (budget {cpu_budget_s():g} s, "
                         "RI_FAST_TEST_CPU_S): make it cheaper or mark it `slow` (docs/TESTING.md)")
 
 
+def collect(rep) -> None:
+    """The controller's copy of each test's figure (under xdist the workers measure, the controller writes)."""
+    for key, value in getattr(rep, "user_properties", ()):
+        if key == "ri_times":
+            TIMES[rep.nodeid] = value
+
+
 def summary(tr) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller reports for everybody
     path = os.environ.get("RI_TEST_TIMES")
     if path:
         with open(path, "w") as f:
