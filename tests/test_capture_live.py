@@ -32,10 +32,13 @@ def _cmdline(pid: int) -> str:
 def stray(prefix: str = "capture-", timeout: float = 10.0) -> dict[int, str]:
     """Processes a capture started (marker ``capture-…``, see viewer/capture/procs.py) still alive
     after ``timeout`` s, whoever their parent is now (re-parented to PID 1 included). The
-    module's own vLLM server is started outside a capture and is not one of them."""
+    module's own vLLM server is started outside a capture and is not one of them. In a parallel
+    run another worker's live captures are its own (tests/capture_helpers.py:own_marked)."""
+    from capture_helpers import own_marked
+
     deadline = time.monotonic() + timeout
     while True:
-        left = {p: f"{m} {_cmdline(p)}" for p, m in marked(prefix).items()}
+        left = {p: f"{m} {_cmdline(p)}" for p, m in own_marked(prefix).items()}
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)

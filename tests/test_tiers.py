@@ -2,6 +2,8 @@
 fails an unmarked test over its CPU budget, and `make test-fast` is the fast tier."""
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from pathlib import Path
@@ -75,8 +77,6 @@ def test_a_shared_fixture_keeps_its_tests_on_one_worker():
     assert tiers.xdist_group(_item("tests/test_x.py::a", ["tmp_path", "vllm"], ["slow"])) == "capture"
     assert tiers.xdist_group(_item("tests/test_y.py::b", ["scripted_capture", "vllm"], ["slow"])) == "capture"
     assert tiers.xdist_group(_item("tests/test_z.py::c", ["oracle", "cases"], ["slow"])) == "oracle"
-    # a file that starts or scans capture-marked processes shares the capture group, fixture or not
-    assert tiers.xdist_group(_item("tests/test_capture_environment.py::d", ["tmp_path"], [])) == "capture"
     # anything else: its file's group (module fixtures made once)
     assert tiers.xdist_group(_item("tests/test_app.py::e", ["client"], [])) == "tests/test_app.py"
     for name in tiers.SHARED_FIXTURE_GROUPS:
@@ -131,3 +131,41 @@ def test_make_test_runs_two_workers_grouped():
     script = (REPO / "scripts" / "test.sh").read_text()
     assert '-n "$workers" --dist loadgroup --no-loadscope-reorder' in script
     assert "pytest-xdist==" in (REPO / "requirements-dev.txt").read_text()
+
+
+def test_a_workers_scan_leaves_out_only_its_siblings_live_work(tmp_path):
+    """The "nothing left" scans (tests/capture_helpers.py:own_marked) in a parallel run: a worker
+    (here a child process with PYTEST_XDIST_WORKER set; this test process is its controller) sees
+    its own marked process and an orphan re-parented away from anyone, not the live process of a
+    sibling worker (here another child of the controller). A plain machine-wide scan sees all three."""
+    import subprocess
+    import sys
+
+    from viewer.capture.procs import kill_marked, marked, popen
+
+    tag = "capture-ri-scope-" + os.urandom(4).hex()
+    sibling = popen(["sleep", "120"], mark=f"{tag}/sibling", stdin=subprocess.DEVNULL)
+    code = f"""
+import json, os, subprocess, sys, time
+sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
+from capture_helpers import own_marked
+from viewer.capture.procs import marked, popen
+quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+popen(["sleep", "120"], mark="{tag}/mine", **quiet)
+popen(["bash", "-c", "sleep 120 & exit 0"], mark="{tag}/orphan", **quiet).wait()
+deadline = time.monotonic() + 30
+while len(marked("{tag}")) < 3 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(json.dumps([sorted(marked("{tag}").values()), sorted(own_marked("{tag}").values())]))
+"""
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTEST_XDIST_WORKER": "gw1"})
+        assert r.returncode == 0, r.stderr[-2000:]
+        everything, own = json.loads(r.stdout)
+    finally:
+        kill_marked(tag)
+        sibling.wait(10)
+    assert everything == [f"{tag}/mine", f"{tag}/orphan", f"{tag}/sibling"]
+    assert own == [f"{tag}/mine", f"{tag}/orphan"]
+    assert marked(tag) == {}

@@ -41,11 +41,6 @@ SHARED_FIXTURE_GROUPS = {
     "oracle": "oracle",  # one TRL process per version
     "sweep": "sweep", "ray_mod": "ray", "tiny_result": "torch",
 }
-# Files whose tests start capture-marked processes (viewer/capture/procs.py) or assert on every such
-# process of the machine (``marked("capture-")``, "nothing left"): they share the capture group,
-# so no other worker's capture is alive while they look.
-CAPTURE_FILES = {"test_capture_live.py", "test_capture_environment.py", "test_capture_units.py",
-                 "test_attacks_capture.py", "test_attacks_sandbox.py", "test_public_browser.py"}
 FIRST_GROUPS = ("capture", "sweep", "oracle")  # the longest groups start first, so none ends the run alone
 FAST_WALL_BUDGET_S = 90.0  # the inner loop's promise (docs/TESTING.md)
 
@@ -83,8 +78,6 @@ def check_markers(items) -> None:
 def xdist_group(item) -> str:
     """The group a test runs in: its shared fixture's, else its file's (module fixtures made once)."""
     path = item.nodeid.split("::")[0]
-    if path.rsplit("/", 1)[-1] in CAPTURE_FILES:
-        return "capture"
     for name in getattr(item, "fixturenames", ()):
         if name in SHARED_FIXTURE_GROUPS:
             return SHARED_FIXTURE_GROUPS[name]
