@@ -41,7 +41,9 @@ SHARED_FIXTURE_GROUPS = {
     "oracle": "oracle",  # one TRL process per version
     "sweep": "sweep", "ray_mod": "ray", "tiny_result": "torch",
 }
-FIRST_GROUPS = ("capture", "sweep", "oracle")  # the longest groups start first, so none ends the run alone
+# the longest groups start first (figures of docs/TESTING.md), so none of them ends the run alone
+FIRST_GROUPS = ("capture", "tests/test_capture_live.py", "sweep", "tests/test_first5_browser.py", "oracle",
+                "tests/test_browser.py")
 FAST_WALL_BUDGET_S = 90.0  # the inner loop's promise (docs/TESTING.md)
 
 
