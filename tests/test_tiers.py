@@ -83,24 +83,16 @@ def test_a_shared_fixture_keeps_its_tests_on_one_worker():
         assert name in tiers.SLOW_FIXTURES  # a shared expensive fixture is a slow one too
 
 
-def test_groups_are_marked_and_the_longest_come_first():
-    import pytest as _pytest
-
-    class Item:
-        def __init__(self, nodeid, fixtures):
-            self.nodeid, self.fixturenames, self.marks = nodeid, fixtures, []
-
-        def add_marker(self, m):
-            self.marks.append(m)
-
-    items = [Item("tests/test_a.py::x", []), Item("tests/test_a.py::y", []), Item("tests/test_o.py::z", ["oracle"]),
-             Item("tests/test_capture_live.py::v", ["vllm"]), Item("tests/test_b.py::w", [])]
-    tiers.assign_groups(items)
+def test_the_longest_groups_come_first_and_each_test_has_its_group():
+    items = [_item("tests/test_a.py::x", [], []), _item("tests/test_a.py::y", [], []),
+             _item("tests/test_o.py::z", ["oracle"], ["slow"]), _item("tests/test_capture_live.py::v", ["vllm"], ["slow"]),
+             _item("tests/test_b.py::w", [], [])]
+    groups = tiers.assign_groups(items)
     assert [i.nodeid for i in items] == ["tests/test_capture_live.py::v", "tests/test_o.py::z", "tests/test_a.py::x",
                                          "tests/test_a.py::y", "tests/test_b.py::w"]
-    assert all(len(i.marks) == 1 and i.marks[0].name == "xdist_group" for i in items)
-    assert items[0].marks[0].args == ("capture",) and items[2].marks[0].args == ("tests/test_a.py",)
-    assert isinstance(items[0].marks[0], _pytest.MarkDecorator)
+    assert groups == {"tests/test_capture_live.py::v": "capture", "tests/test_o.py::z": "oracle",
+                      "tests/test_a.py::x": "tests/test_a.py", "tests/test_a.py::y": "tests/test_a.py",
+                      "tests/test_b.py::w": "tests/test_b.py"}
 
 
 def test_a_workers_figure_reaches_the_controller(monkeypatch):
@@ -169,3 +161,24 @@ print(json.dumps([sorted(marked("{tag}").values()), sorted(own_marked("{tag}").v
     assert everything == [f"{tag}/mine", f"{tag}/orphan", f"{tag}/sibling"]
     assert own == [f"{tag}/mine", f"{tag}/orphan"]
     assert marked(tag) == {}
+
+
+def test_a_parallel_run_keeps_each_group_on_one_worker():
+    """Through pytest-xdist itself: two workers, --dist loadgroup, as scripts/test.sh runs them: a
+    group's tests (here: a file's) all run on one worker. xdist 3.8's own grouping does not work
+    with pytest 9.2 (each test was scheduled alone); tests/tiers.py:make_scheduler does it."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RI_TEST"))}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder",
+                        "-v", "-p", "no:cacheprovider", "tests/test_makefile.py", "tests/test_readme.py", "-k",
+                        "not parallel_run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:]
+    ran = re.findall(r"^\[(gw\d)\] .*?PASSED (\S+)", r.stdout, re.M)
+    assert len(ran) > 10, r.stdout[-3000:]
+    workers: dict[str, set[str]] = {}
+    for worker, nodeid in ran:
+        workers.setdefault(nodeid.split("::")[0], set()).add(worker)
+    assert set(workers) == {"tests/test_makefile.py", "tests/test_readme.py"}
+    assert all(len(w) == 1 for w in workers.values()), workers  # each file's tests on one worker

@@ -86,13 +86,69 @@ def xdist_group(item) -> str:
     return path
 
 
-def assign_groups(items) -> None:
-    """Mark every test with its xdist group and put the longest groups first (in place). Without
-    xdist the mark is inert; the order inside a group, and so each file's, is kept."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+def assign_groups(items) -> dict[str, str]:
+    """Put the longest groups first (in place; the order inside a group, and so each file's, is
+    kept) and return each test's group by node id."""
     rank = {g: i for i, g in enumerate(FIRST_GROUPS)}
     items.sort(key=lambda it: rank.get(xdist_group(it), len(rank)))  # stable: the rest keep their order
+    return {it.nodeid: xdist_group(it) for it in items}
+
+
+# xdist 3.8's own --dist loadgroup appends "@group" to each node id through an attribute pytest 9.2
+# no longer reads (the ids stay plain, so every test was scheduled alone). Instead each worker
+# writes its tests' groups to RI_TEST_GROUPS_DIR (made by the controller before the workers start)
+# and the controller schedules by them.
+GROUPS_ENV = "RI_TEST_GROUPS_DIR"
+
+
+def share_groups(config) -> None:
+    """Controller, before the workers start: the folder the groups are handed over in."""
+    import tempfile
+
+    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "loadgroup":
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="ri-test-groups-")
+
+
+def drop_groups(config) -> None:
+    import shutil
+
+    if not hasattr(config, "workerinput") and os.environ.get(GROUPS_ENV):
+        shutil.rmtree(os.environ.pop(GROUPS_ENV), ignore_errors=True)
+
+
+def write_groups(config, groups: dict[str, str]) -> None:
+    folder = os.environ.get(GROUPS_ENV)
+    if folder and hasattr(config, "workerinput"):
+        path = os.path.join(folder, config.workerinput["workerid"] + ".json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(groups, f)
+        os.replace(path + ".tmp", path)
+
+
+def read_groups() -> dict[str, str]:
+    folder = os.environ.get(GROUPS_ENV)
+    for name in sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else ():
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                return json.load(f)  # every worker collected the same tests (xdist checks)
+    return {}
+
+
+def make_scheduler(config, log):
+    """``--dist loadgroup`` by the groups above: a group's tests run on one worker, in order."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = read_groups()  # called once all workers have collected
+            return self.groups.get(nodeid) or nodeid.split("::")[0]
+
+    return GroupScheduling(config, log)
 
 
 def guard(item) -> None:
