@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, offline. Extra arguments go to pytest.
+# RI_TEST_WORKERS=N (make test / make test-fast: 2): N pytest-xdist workers, tests grouped so each
+# shared fixture (vLLM server, TRL oracle, ...) is still made once (tests/tiers.py); unset or 0: one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
        GRADIO_RUN_HISTORY=False NO_PROXY=127.0.0.1,localhost
+workers=${RI_TEST_WORKERS:-0}
+if [ "$workers" != 0 ]; then
+  set -- -n "$workers" --dist loadgroup --no-loadscope-reorder "$@"  # groups in tests/tiers.py order: longest first
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -15,6 +16,27 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 WIRE = Path(__file__).parent / "data" / "capture"
+
+
+def other_workers() -> set[int]:
+    """Processes of this run's other pytest-xdist workers, and everything still below them (an
+    empty set in a one-process run). A scan of the machine's marked processes ("nothing left")
+    leaves them out: their own tests judge them. An orphan re-parented away from its worker is
+    not below it, so it still counts: this narrows the scan to other tests' live work only."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return set()
+    from viewer.capture.procs import descendants
+
+    me = os.getpid()
+    return set(descendants(os.getppid())) - {me} - set(descendants(me))  # the controller is our parent
+
+
+def own_marked(prefix: str = "") -> dict[int, str]:
+    """``viewer.capture.procs.marked(prefix)`` less the other workers' processes."""
+    from viewer.capture.procs import marked
+
+    others = other_workers()
+    return {p: m for p, m in marked(prefix).items() if p not in others}
 
 
 def free_port() -> int:

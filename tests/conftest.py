@@ -164,6 +164,26 @@ def hostile_capture(tmp_path_factory):
 
 def pytest_collection_modifyitems(config, items):
     tiers.check_markers(items)
+    # a worker sees --dist as "no" and its own "loadgroup" switch; the controller does not collect
+    if getattr(config.option, "loadgroup", False) or getattr(config.option, "dist", "no") != "no":
+        tiers.write_groups(config, tiers.assign_groups(items))
+
+
+def pytest_configure(config):
+    tiers.share_groups(config)
+
+
+def pytest_unconfigure(config):
+    tiers.drop_groups(config)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    return tiers.make_scheduler(config, log)
+
+
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        tiers.collect(report)
 
 
 def pytest_terminal_summary(terminalreporter):

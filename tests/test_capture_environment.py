@@ -14,7 +14,7 @@ import pytest
 
 from viewer.capture import environment as envmod
 from viewer.capture.backends import BackendError, CaptureCancelled
-from viewer.capture.procs import marked
+from capture_helpers import own_marked as marked  # a parallel run: this worker's processes
 
 
 def test_missing_names_what_each_backend_needs(tmp_path):

@@ -32,10 +32,13 @@ def _cmdline(pid: int) -> str:
 def stray(prefix: str = "capture-", timeout: float = 10.0) -> dict[int, str]:
     """Processes a capture started (marker ``capture-…``, see viewer/capture/procs.py) still alive
     after ``timeout`` s, whoever their parent is now (re-parented to PID 1 included). The
-    module's own vLLM server is started outside a capture and is not one of them."""
+    module's own vLLM server is started outside a capture and is not one of them. In a parallel
+    run another worker's live captures are its own (tests/capture_helpers.py:own_marked)."""
+    from capture_helpers import own_marked
+
     deadline = time.monotonic() + timeout
     while True:
-        left = {p: f"{m} {_cmdline(p)}" for p, m in marked(prefix).items()}
+        left = {p: f"{m} {_cmdline(p)}" for p, m in own_marked(prefix).items()}
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
@@ -470,13 +473,16 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Leak)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     port = srv.server_address[1]
-    cmds = [f"cat /proc/{os.getpid()}/environ", "env | sed 's/^/ENVVAR /'", "tr '\\0' '\\n' < /proc/1/environ",
-            f"cat {planted_file}",
-            f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/').read())\"",
-            f"cat {REPO}/README.md",
-            "grep -E '^(Uid|Gid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status",
-            f"mount -o remount,bind,rw /usr; echo remount=$?; touch {canary}; echo touch=$?",
-            "mount -t tmpfs none /tmp; echo tmpfs=$?; unshare -r id; echo unshare=$?"]
+    # the nine probes in three agent calls (each call costs a prompt prefill and a decode on CPU);
+    # a probe that fails does not stop the next one (";"), and each prints its own error
+    cmds = ["; ".join([f"cat /proc/{os.getpid()}/environ", "env | sed 's/^/ENVVAR /'",
+                       "tr '\\0' '\\n' < /proc/1/environ"]),
+            "; ".join([f"cat {planted_file}",
+                       f"python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{port}/').read())\"",
+                       f"cat {REPO}/README.md"]),
+            "; ".join(["grep -E '^(Uid|Gid|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs)' /proc/self/status",
+                       f"mount -o remount,bind,rw /usr; echo remount=$?; touch {canary}; echo touch=$?",
+                       "mount -t tmpfs none /tmp; echo tmpfs=$?; unshare -r id; echo unshare=$?"])]
     out = tmp_path / "c"
     job = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
                                  scripted=True, script_commands=cmds, agent_timeout_s=400, require_sandbox=True,

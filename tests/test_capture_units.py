@@ -432,3 +432,35 @@ def test_the_capture_tab_writes_no_default_number():
     src = (Path(__file__).resolve().parent.parent / "viewer/ui/capture_tab.py").read_text()
     assert defaults(src) == []
     assert "tiny-qwen3" not in src and "smollm2" not in src
+
+
+def test_two_captures_needing_a_model_at_once_build_it_once(tmp_path):
+    """Two captures (two visitors, or two test workers) start with the model not built yet: one
+    builds it, the other waits and reuses it. Before: both built into the same temporary folder
+    and one failed (its folder renamed away under it). The builder here is a stand-in interpreter
+    (the real one needs the vLLM venv and a minute): it is called exactly as the real one is."""
+    import threading
+
+    from viewer.capture.models import ensure_model
+
+    log = tmp_path / "builds.log"
+    builder = tmp_path / "python"
+    builder.write_text(f'#!/bin/bash\necho "$2" >> {log}\nsleep 1\nmkdir -p "$3"\necho weights > "$3/model.bin"\n')
+    builder.chmod(0o755)
+    cache = tmp_path / "models"
+    got: list = []
+
+    def need():
+        try:
+            got.append(ensure_model("smollm2", builder, cache_dir=cache))
+        except Exception as e:  # noqa: BLE001 - the failure is what this test reports
+            got.append(e)
+
+    threads = [threading.Thread(target=need) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert got == [cache / "smollm2", cache / "smollm2"], got
+    assert log.read_text().split() == ["smollm2"]  # built once
+    assert (cache / "smollm2" / "model.bin").read_text() == "weights\n" and (cache / "smollm2" / ".done").exists()

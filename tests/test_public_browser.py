@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from conftest import free_port
-from viewer.capture.procs import marked
+from capture_helpers import own_marked as marked  # a parallel run: this worker's processes
 
 pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parent.parent

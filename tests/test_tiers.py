@@ -2,6 +2,8 @@
 fails an unmarked test over its CPU budget, and `make test-fast` is the fast tier."""
 from __future__ import annotations
 
+import json
+import os
 import re
 import time
 from pathlib import Path
@@ -67,3 +69,116 @@ def test_the_fast_tier_fails_an_unmarked_test_over_its_cpu_budget(monkeypatch, m
 def test_make_test_fast_is_the_fast_tier():
     recipe = re.search(r"^test-fast:.*\n((?:\t.*\n)+)", (REPO / "Makefile").read_text(), re.M).group(1)
     assert "RI_TEST_TIER=fast" in recipe and '-m "not browser and not slow"' in recipe
+
+
+def test_a_shared_fixture_keeps_its_tests_on_one_worker():
+    """Under xdist each worker is its own session: the tests of one shared fixture must share a
+    group, or each worker would start its own vLLM server / TRL process."""
+    assert tiers.xdist_group(_item("tests/test_x.py::a", ["tmp_path", "vllm"], ["slow"])) == "capture"
+    assert tiers.xdist_group(_item("tests/test_y.py::b", ["scripted_capture", "vllm"], ["slow"])) == "capture"
+    assert tiers.xdist_group(_item("tests/test_z.py::c", ["oracle", "cases"], ["slow"])) == "oracle"
+    # anything else: its file's group (module fixtures made once)
+    assert tiers.xdist_group(_item("tests/test_app.py::e", ["client"], [])) == "tests/test_app.py"
+    for name in tiers.SHARED_FIXTURE_GROUPS:
+        assert name in tiers.SLOW_FIXTURES  # a shared expensive fixture is a slow one too
+
+
+def test_the_longest_groups_come_first_and_each_test_has_its_group():
+    items = [_item("tests/test_a.py::x", [], []), _item("tests/test_a.py::y", [], []),
+             _item("tests/test_o.py::z", ["oracle"], ["slow"]), _item("tests/test_capture_live.py::v", ["vllm"], ["slow"]),
+             _item("tests/test_b.py::w", [], [])]
+    groups = tiers.assign_groups(items)
+    assert [i.nodeid for i in items] == ["tests/test_capture_live.py::v", "tests/test_o.py::z", "tests/test_a.py::x",
+                                         "tests/test_a.py::y", "tests/test_b.py::w"]
+    assert groups == {"tests/test_capture_live.py::v": "capture", "tests/test_o.py::z": "oracle",
+                      "tests/test_a.py::x": "tests/test_a.py", "tests/test_a.py::y": "tests/test_a.py",
+                      "tests/test_b.py::w": "tests/test_b.py"}
+
+
+def test_a_workers_figure_reaches_the_controller(monkeypatch):
+    """RI_TEST_TIMES and the fast tier's summary are written by the controller: each teardown
+    report carries the worker's figure."""
+    monkeypatch.setenv("RI_TEST_TIER", "")
+    item = _item("t.py::remote", [], [])
+    tiers.start(item.nodeid)
+    reports = [SimpleNamespace(when=w, duration=0.1, passed=True, outcome="passed", longrepr=None, user_properties=[])
+               for w in ("setup", "call", "teardown")]
+    for rep in reports:
+        tiers.account(item, rep)
+    figure = tiers.TIMES.pop(item.nodeid)
+    controller = SimpleNamespace(nodeid=item.nodeid, when="teardown", user_properties=reports[-1].user_properties)
+    try:
+        tiers.collect(controller)
+        assert tiers.TIMES[item.nodeid] == figure and figure["wall_s"] == pytest.approx(0.3)
+    finally:
+        tiers.TIMES.pop(item.nodeid, None)
+
+
+def test_make_test_runs_two_workers_grouped():
+    """make test and make test-fast run pytest-xdist, grouped (so shared fixtures start once)."""
+    make = (REPO / "Makefile").read_text()
+    for target in ("test", "test-fast"):
+        recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", make, re.M).group(1)
+        assert "RI_TEST_WORKERS=$${RI_TEST_WORKERS:-2}" in recipe and "scripts/test.sh" in recipe, target
+    script = (REPO / "scripts" / "test.sh").read_text()
+    assert '-n "$workers" --dist loadgroup --no-loadscope-reorder' in script
+    assert "pytest-xdist==" in (REPO / "requirements-dev.txt").read_text()
+
+
+def test_a_workers_scan_leaves_out_only_its_siblings_live_work(tmp_path):
+    """The "nothing left" scans (tests/capture_helpers.py:own_marked) in a parallel run: a worker
+    (here a child process with PYTEST_XDIST_WORKER set; this test process is its controller) sees
+    its own marked process and an orphan re-parented away from anyone, not the live process of a
+    sibling worker (here another child of the controller). A plain machine-wide scan sees all three."""
+    import subprocess
+    import sys
+
+    from viewer.capture.procs import kill_marked, marked, popen
+
+    tag = "capture-ri-scope-" + os.urandom(4).hex()
+    sibling = popen(["sleep", "120"], mark=f"{tag}/sibling", stdin=subprocess.DEVNULL)
+    code = f"""
+import json, os, subprocess, sys, time
+sys.path[:0] = [{str(REPO / "tests")!r}, {str(REPO)!r}]
+from capture_helpers import own_marked
+from viewer.capture.procs import marked, popen
+quiet = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+popen(["sleep", "120"], mark="{tag}/mine", **quiet)
+popen(["bash", "-c", "sleep 120 & exit 0"], mark="{tag}/orphan", **quiet).wait()
+deadline = time.monotonic() + 30
+while len(marked("{tag}")) < 3 and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(json.dumps([sorted(marked("{tag}").values()), sorted(own_marked("{tag}").values())]))
+"""
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTEST_XDIST_WORKER": "gw1"})
+        assert r.returncode == 0, r.stderr[-2000:]
+        everything, own = json.loads(r.stdout)
+    finally:
+        kill_marked(tag)
+        sibling.wait(10)
+    assert everything == [f"{tag}/mine", f"{tag}/orphan", f"{tag}/sibling"]
+    assert own == [f"{tag}/mine", f"{tag}/orphan"]
+    assert marked(tag) == {}
+
+
+def test_a_parallel_run_keeps_each_group_on_one_worker():
+    """Through pytest-xdist itself: two workers, --dist loadgroup, as scripts/test.sh runs them: a
+    group's tests (here: a file's) all run on one worker. xdist 3.8's own grouping does not work
+    with pytest 9.2 (each test was scheduled alone); tests/tiers.py:make_scheduler does it."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "RI_TEST"))}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder",
+                        "-v", "-p", "no:cacheprovider", "tests/test_makefile.py", "tests/test_readme.py", "-k",
+                        "not parallel_run"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:]
+    ran = re.findall(r"^\[(gw\d)\] .*?PASSED (\S+)", r.stdout, re.M)
+    assert len(ran) > 10, r.stdout[-3000:]
+    workers: dict[str, set[str]] = {}
+    for worker, nodeid in ran:
+        workers.setdefault(nodeid.split("::")[0], set()).add(worker)
+    assert set(workers) == {"tests/test_makefile.py", "tests/test_readme.py"}
+    assert all(len(w) == 1 for w in workers.values()), workers  # each file's tests on one worker

@@ -33,6 +33,17 @@ SLOW_FIXTURES = {
     "browser": "browser",   # Debian chromium through Playwright
     "page": "browser",
 }
+# Parallel runs (pytest-xdist, ``--dist loadgroup``; scripts/test.sh with RI_TEST_WORKERS): a test
+# using one of these fixtures runs on the one worker that owns the group, so the fixture is made
+# once per run, as in a serial run (each worker is its own pytest session).
+SHARED_FIXTURE_GROUPS = {
+    "vllm": "capture", "scripted_capture": "capture",  # one vLLM server, one scripted capture
+    "oracle": "oracle",  # one TRL process per version
+    "sweep": "sweep", "ray_mod": "ray", "tiny_result": "torch",
+}
+# the longest groups start first (figures of docs/TESTING.md), so none of them ends the run alone
+FIRST_GROUPS = ("capture", "tests/test_capture_live.py", "sweep", "tests/test_first5_browser.py", "oracle",
+                "tests/test_browser.py")
 FAST_WALL_BUDGET_S = 90.0  # the inner loop's promise (docs/TESTING.md)
 
 
@@ -66,6 +77,80 @@ def check_markers(items) -> None:
             _UNMARKED[item.nodeid] = "; ".join(missing)
 
 
+def xdist_group(item) -> str:
+    """The group a test runs in: its shared fixture's, else its file's (module fixtures made once)."""
+    path = item.nodeid.split("::")[0]
+    for name in getattr(item, "fixturenames", ()):
+        if name in SHARED_FIXTURE_GROUPS:
+            return SHARED_FIXTURE_GROUPS[name]
+    return path
+
+
+def assign_groups(items) -> dict[str, str]:
+    """Put the longest groups first (in place; the order inside a group, and so each file's, is
+    kept) and return each test's group by node id."""
+    rank = {g: i for i, g in enumerate(FIRST_GROUPS)}
+    items.sort(key=lambda it: rank.get(xdist_group(it), len(rank)))  # stable: the rest keep their order
+    return {it.nodeid: xdist_group(it) for it in items}
+
+
+# xdist 3.8's own --dist loadgroup appends "@group" to each node id through an attribute pytest 9.2
+# no longer reads (the ids stay plain, so every test was scheduled alone). Instead each worker
+# writes its tests' groups to RI_TEST_GROUPS_DIR (made by the controller before the workers start)
+# and the controller schedules by them.
+GROUPS_ENV = "RI_TEST_GROUPS_DIR"
+
+
+def share_groups(config) -> None:
+    """Controller, before the workers start: the folder the groups are handed over in."""
+    import tempfile
+
+    if not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") == "loadgroup":
+        os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="ri-test-groups-")
+
+
+def drop_groups(config) -> None:
+    import shutil
+
+    if not hasattr(config, "workerinput") and os.environ.get(GROUPS_ENV):
+        shutil.rmtree(os.environ.pop(GROUPS_ENV), ignore_errors=True)
+
+
+def write_groups(config, groups: dict[str, str]) -> None:
+    folder = os.environ.get(GROUPS_ENV)
+    if folder and hasattr(config, "workerinput"):
+        path = os.path.join(folder, config.workerinput["workerid"] + ".json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(groups, f)
+        os.replace(path + ".tmp", path)
+
+
+def read_groups() -> dict[str, str]:
+    folder = os.environ.get(GROUPS_ENV)
+    for name in sorted(os.listdir(folder)) if folder and os.path.isdir(folder) else ():
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                return json.load(f)  # every worker collected the same tests (xdist checks)
+    return {}
+
+
+def make_scheduler(config, log):
+    """``--dist loadgroup`` by the groups above: a group's tests run on one worker, in order."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = read_groups()  # called once all workers have collected
+            return self.groups.get(nodeid) or nodeid.split("::")[0]
+
+    return GroupScheduling(config, log)
+
+
 def guard(item) -> None:
     why = _UNMARKED.get(item.nodeid)
     if why:
@@ -89,13 +174,24 @@ def account(item, rep) -> None:
     marks = {m.name for m in item.iter_markers()} & {"slow", "browser"}
     TIMES[item.nodeid] = {"cpu_s": round(cpu, 2), "wall_s": round(_wall.pop(item.nodeid), 2),
                           "marks": sorted(marks)}
+    if isinstance(getattr(rep, "user_properties", None), list):  # how an xdist worker's figure reaches the controller
+        rep.user_properties.append(("ri_times", TIMES[item.nodeid]))
     if fast_tier() and not marks and cpu > cpu_budget_s() and rep.passed:
         rep.outcome = "failed"
         rep.longrepr = (f"fast tier: this unmarked test cost {cpu:.1f} CPU s (budget {cpu_budget_s():g} s, "
                         "RI_FAST_TEST_CPU_S): make it cheaper or mark it `slow` (docs/TESTING.md)")
 
 
+def collect(rep) -> None:
+    """The controller's copy of each test's figure (under xdist the workers measure, the controller writes)."""
+    for key, value in getattr(rep, "user_properties", ()):
+        if key == "ri_times":
+            TIMES[rep.nodeid] = value
+
+
 def summary(tr) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller reports for everybody
     path = os.environ.get("RI_TEST_TIMES")
     if path:
         with open(path, "w") as f:

@@ -17,6 +17,7 @@ This file imports only the standard library at module level.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import shutil
@@ -89,6 +90,17 @@ def ensure_model(name: str, python: str | Path, cache_dir: Path | None = None, l
     out = cache_dir / name
     if (out / ".done").exists():
         return out
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # two captures (or two test workers) needing the model at once: one builds, the other waits and
+    # reuses it; without the lock both built into the same temporary folder and one failed
+    with open(cache_dir / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (out / ".done").exists():
+            return out
+        return _build(name, python, cache_dir, out, log)
+
+
+def _build(name: str, python: str | Path, cache_dir: Path, out: Path, log) -> Path:
     tmp = cache_dir / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     cmd = [str(python), str(Path(__file__).resolve()), name, str(tmp)]
