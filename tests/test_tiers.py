@@ -115,11 +115,12 @@ def test_a_workers_figure_reaches_the_controller(monkeypatch):
 
 
 def test_make_test_runs_two_workers_grouped():
-    """make test and make test-fast run pytest-xdist, grouped (so shared fixtures start once)."""
+    """make test-fast runs pytest-xdist, grouped (so shared fixtures start once); make test (CI) runs one
+    process unless RI_TEST_WORKERS says otherwise (docs/TESTING.md: two open problems on two workers)."""
     make = (REPO / "Makefile").read_text()
-    for target in ("test", "test-fast"):
+    for target, default in (("test", 0), ("test-fast", 2)):
         recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", make, re.M).group(1)
-        assert "RI_TEST_WORKERS=$${RI_TEST_WORKERS:-2}" in recipe and "scripts/test.sh" in recipe, target
+        assert f"RI_TEST_WORKERS=$${{RI_TEST_WORKERS:-{default}}}" in recipe and "scripts/test.sh" in recipe, target
     script = (REPO / "scripts" / "test.sh").read_text()
     assert '-n "$workers" --dist loadgroup --no-loadscope-reorder' in script
     assert "pytest-xdist==" in (REPO / "requirements-dev.txt").read_text()
