@@ -16,7 +16,7 @@ from viewer.drift.corpus import scan_source
 from viewer.drift.pool import STATS, ChunkPool, can_fork
 
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.skipif(not can_fork(), reason="needs fork (Linux)")
+pytestmark = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs fork (Linux)")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,27 @@ def _canon(res: dict) -> str:
     return json.dumps(res, sort_keys=False, default=str)
 
 
+def _in_fresh_process(body: str, *args: str) -> None:
+    """Run ``body(*args)`` of this module in a new interpreter. The pool forks only from a process with
+    no other thread (``can_fork``), as the CLI and the benches are; in a full pytest run earlier tests
+    leave threads in this process (render pools, servers), so a test that must see workers fork runs
+    where the command line would. Its assertion text comes back in the failure."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import test_drift_pool as t; "
+            f"t.{body}(*sys.argv[3:])")
+    p = subprocess.run([sys.executable, "-c", code, str(REPO / "tests"), str(REPO), *args],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, f"{body} failed in a fresh interpreter:\n{p.stderr[-4000:]}"
+
+
 def test_parallel_scan_equals_the_serial_scan_on_real_captures(folder):
+    _in_fresh_process("_parallel_equals_serial_on_captures", str(folder))
+
+
+def _parallel_equals_serial_on_captures(folder: str) -> None:
+    assert can_fork(), "a fresh interpreter has one thread"
     settings = Settings()
     from viewer.tokenizer import render_worker
 
@@ -109,6 +129,11 @@ def test_a_forked_child_starts_its_own_render_workers():
 def test_parallel_scan_of_rollouts_in_memory_equals_serial():
     """A list of rollouts (what the app and the bench pass): the workers index the list they
     inherited at the fork, and the result is the serial scan's."""
+    _in_fresh_process("_parallel_equals_serial_in_memory")
+
+
+def _parallel_equals_serial_in_memory() -> None:
+    assert can_fork(), "a fresh interpreter has one thread"
     from viewer import drift
     from viewer.sources import load_source
     from viewer.tokenizer import load_qwen3

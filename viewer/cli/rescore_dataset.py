@@ -59,6 +59,9 @@ def dataset_doc(res: dict[str, Any], settings: Settings, *, source: str, engine:
             "rollouts": {"total": res["total"], "rescored": len(res["rollouts"]), "failed": len(res["errors"])},
             "threshold": settings.rescore_flag_delta, **summ,
             "trainers": dict(sorted(res["trainers"].items())), "temperatures": dict(sorted(res["temperatures"].items())),
+            # as a one-rollout rescore names it (tokenizer_for); null when the rollouts used more than one
+            "tokenizer": next(iter(res["tokenizers"])) if len(res["tokenizers"]) == 1 else None,
+            "tokenizers": dict(sorted(res["tokenizers"].items())),
             "errors": sorted(res["errors"], key=lambda e: (e["source"], e["error"])),
             "cancelled": res["cancelled"], "partial": res["cancelled"], "seconds": round(seconds, 3), "notes": notes}
 

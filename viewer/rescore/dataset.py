@@ -150,6 +150,10 @@ class _Tokenizers:
     def __call__(self, r: Rollout):
         return (self.fixed or self.cache(r)).tokenizer
 
+    def name(self, r: Rollout) -> str | None:
+        """The name ``tokenizer_for`` gives this rollout: what a one-rollout ``rescore --json`` says."""
+        return (self.fixed or self.cache(r)).name
+
 
 def _model_for(r: Rollout, opts: RescoreOptions) -> str:
     if opts.model != AUTO_MODEL:
@@ -163,7 +167,7 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
                      progress: Callable[[int], None] | None = None,
                      cancel: threading.Event | None = None) -> dict[str, Any]:
     """Rescore named rollouts one after the other. Returns ``{"columns", "rollouts", "errors",
-    "trainers", "temperatures", "cancelled"}``: the token columns, the names rescored (in order), the
+    "trainers", "temperatures", "tokenizers", "cancelled"}``: the token columns, the names rescored (in order), the
     rollouts that failed (``{"source", "error"}``; the run goes on), rollouts per trainer mode and per
     temperature. ``progress(done)`` after each rollout, failed ones included."""
     from viewer.budgets import BudgetExceeded
@@ -173,7 +177,7 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
 
     cols = empty_columns()
     out: dict[str, Any] = {"columns": cols, "rollouts": [], "errors": [], "trainers": {}, "temperatures": {},
-                           "cancelled": False}
+                           "tokenizers": {}, "cancelled": False}
     toks = _Tokenizers(settings, opts.tokenizer)
     if opts.threads:
         from viewer.rescore.model import _torch
@@ -212,6 +216,8 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
         out["trainers"][key] = out["trainers"].get(key, 0) + 1
         tk = repr(float(res.temperature))
         out["temperatures"][tk] = out["temperatures"].get(tk, 0) + 1
+        tn = str(toks.name(r))  # the one tokenizer decision, as every other front end names it
+        out["tokenizers"][tn] = out["tokenizers"].get(tn, 0) + 1
         out["rollouts"].append(name)
         done += 1
         if progress is not None:
@@ -251,7 +257,7 @@ def rescore_dataset(source: str, settings: Settings | None = None, opts: Rescore
                     limit: int | None = None, progress: Callable[[int, int | None], None] | None = None,
                     cancel: threading.Event | None = None) -> dict[str, Any]:
     """Rescore every rollout of SOURCE in this process. Returns ``{"table", "rollouts", "errors",
-    "trainers", "temperatures", "cancelled", "total"}`` (``table``: a pyarrow table, :func:`token_schema`).
+    "trainers", "temperatures", "tokenizers", "cancelled", "total"}`` (``table``: a pyarrow table, :func:`token_schema`).
 
     Raises :class:`viewer.drift.corpus.ScanInputError` when SOURCE is missing or no rollout of it
     could be rescored, ValueError for a model that cannot be loaded, TorchMissing without torch."""

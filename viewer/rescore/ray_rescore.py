@@ -54,7 +54,7 @@ def _failed(block: dict[str, Any], why: str) -> dict[str, Any]:
     from viewer.rescore.dataset import empty_columns
 
     return {"columns": empty_columns(), "rollouts": [], "errors": [{"source": str(block["spec"]), "error": why}],
-            "trainers": {}, "temperatures": {}, "cancelled": False}
+            "trainers": {}, "temperatures": {}, "tokenizers": {}, "cancelled": False}
 
 
 class _Rescorer:
@@ -155,12 +155,12 @@ def rescore_with_ray(source: str, settings: Settings | None = None, opts: Rescor
         allt = allt.take(pc.sort_indices(allt, sort_keys=[("_block", "ascending")]))
         table = allt.drop_columns(["_block"]).cast(token_schema())
     out: dict[str, Any] = {"table": table, "rollouts": [], "errors": [], "trainers": {}, "temperatures": {},
-                           "cancelled": cancelled or (cancel is not None and cancel.is_set()), "total": total}
+                           "tokenizers": {}, "cancelled": cancelled or (cancel is not None and cancel.is_set()), "total": total}
     for i in order:
         part = parts[i]
         out["rollouts"] += part["rollouts"]
         out["errors"] += part["errors"]
-        for k in ("trainers", "temperatures"):
+        for k in ("trainers", "temperatures", "tokenizers"):
             for key, n in part[k].items():
                 out[k][key] = out[k].get(key, 0) + n
     if not out["rollouts"] and not out["cancelled"]:
