@@ -30,6 +30,21 @@ __all__ = ["scan_with_ray", "plan_blocks", "ray_available"]
 _PKG = Path(__file__).resolve().parent.parent  # the viewer package, shipped to cluster workers
 
 
+def require_ray():
+    """Ray with Ray Data, imported; else :class:`ScanInputError` saying why (both Ray engines start here)."""
+    from viewer.drift.corpus import ScanInputError
+
+    why = ray_available()
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError as e:
+        why = why or f"the ray engine needs Ray Data (requirements-scale.txt): {e}"
+    if why:
+        raise ScanInputError(why)
+    return ray
+
+
 def ray_available() -> str | None:
     """None when Ray is installed, else why not. Looks without importing it (the app asks at start-up;
     importing Ray costs seconds and memory)."""
@@ -162,14 +177,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
     fork_threshold / plain, as :func:`viewer.drift.corpus.scan_source` takes them."""
     from viewer.drift.corpus import ScanInputError
 
-    why = ray_available()
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as e:
-        why = why or f"the ray engine needs Ray Data (requirements-scale.txt): {e}"
-    if why:
-        raise ScanInputError(why)
+    ray = require_ray()
     import pyarrow.compute as pc
 
     from viewer.drift.results import empty_totals, new_trainer_block

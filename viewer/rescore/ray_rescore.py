@@ -89,17 +89,10 @@ def rescore_with_ray(source: str, settings: Settings | None = None, opts: Rescor
     local run's), rollouts counted per block. Raises ScanInputError without Ray or when no rollout
     could be rescored."""
     from viewer.drift.corpus import ScanInputError
-    from viewer.drift.ray_engine import _init_ray, plan_blocks, ray_available
+    from viewer.drift.ray_engine import _init_ray, plan_blocks, require_ray
     from viewer.rescore.dataset import check_model, nothing_rescored, token_schema
 
-    why = ray_available()
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError as e:
-        why = why or f"the ray engine needs Ray Data (requirements-scale.txt): {e}"
-    if why:
-        raise ScanInputError(why)
+    ray = require_ray()
     import pyarrow as pa
     import pyarrow.compute as pc
 
