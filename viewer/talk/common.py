@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 __all__ = ["TalkError", "MAX_TALK_BYTES", "MAX_TEXT", "MAX_ITEMS", "read_json", "text_field", "index_field",
-           "range_field", "mode_field", "source_field"]
+           "range_field", "mode_field", "source_field", "read_doc"]
 
 MAX_TALK_BYTES = 1_000_000  # a notes or deck file is small; a bigger one is refused before parsing
 MAX_TEXT = 2000  # one note's text
@@ -83,3 +83,13 @@ def source_field(obj: dict, key: str, where: str, required: bool = False) -> str
     if v and not _SOURCE.fullmatch(v):
         raise TalkError(f"{where}.{key}: control characters in a source")
     return v
+
+
+def read_doc(data: bytes | str, what: str, items_key: str, version: int) -> tuple[dict, Any]:
+    """A talk file's top level: an object of our version; returns it and its ``items_key`` value."""
+    doc = read_json(data, what)
+    if not isinstance(doc, dict):
+        raise TalkError(f"{what}: expected an object with a '{items_key}' list")
+    if doc.get("version", version) != version:
+        raise TalkError(f"{what}.version: this viewer reads version {version}, got {doc.get('version')!r:.20}")
+    return doc, doc.get(items_key)

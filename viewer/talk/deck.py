@@ -12,7 +12,7 @@ from typing import Literal, get_args
 from urllib.parse import urlencode
 
 from viewer.layout import DECK
-from viewer.talk.common import (MAX_ITEMS, TalkError, index_field, mode_field, range_field, read_json,
+from viewer.talk.common import (MAX_ITEMS, TalkError, index_field, mode_field, range_field, read_doc,
                                 source_field, text_field)
 
 __all__ = ["Step", "Deck", "View", "VIEWS", "VERSION", "parse", "dumps"]
@@ -88,12 +88,7 @@ def _step(obj: object, where: str) -> Step:
 
 def parse(data: bytes | str, what: str = DECK) -> Deck:
     """Read a deck; raises :class:`TalkError` naming the place and the fault."""
-    doc = read_json(data, what)
-    if not isinstance(doc, dict):
-        raise TalkError(f"{what}: expected an object with a 'steps' list")
-    if doc.get("version", VERSION) != VERSION:
-        raise TalkError(f"{what}.version: this viewer reads version {VERSION}, got {doc.get('version')!r:.20}")
-    items = doc.get("steps")
+    doc, items = read_doc(data, what, "steps", VERSION)
     if not isinstance(items, list) or not items:
         raise TalkError(f"{what}.steps: expected a non-empty list")
     if len(items) > MAX_ITEMS:

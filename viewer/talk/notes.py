@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from viewer.layout import NOTES
-from viewer.talk.common import (MAX_ITEMS, TalkError, index_field, range_field, read_json, source_field,
+from viewer.talk.common import (MAX_ITEMS, TalkError, index_field, range_field, read_doc, source_field,
                                 text_field)
 
 __all__ = ["Note", "Notes", "NoteCheck", "ANCHOR_IDS", "VERSION", "parse", "dumps", "check", "anchor_of"]
@@ -102,12 +102,7 @@ def _note(obj: object, where: str) -> Note:
 
 def parse(data: bytes | str, what: str = NOTES) -> Notes:
     """Read a notes file; raises :class:`TalkError` naming the place and the fault."""
-    doc = read_json(data, what)
-    if not isinstance(doc, dict):
-        raise TalkError(f"{what}: expected an object with a 'notes' list")
-    if doc.get("version", VERSION) != VERSION:
-        raise TalkError(f"{what}.version: this viewer reads version {VERSION}, got {doc.get('version')!r:.20}")
-    items = doc.get("notes")
+    doc, items = read_doc(data, what, "notes", VERSION)
     if not isinstance(items, list):
         raise TalkError(f"{what}.notes: expected a list")
     if len(items) > MAX_ITEMS:
