@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GRADIO_ANALYTICS_ENABLED=False HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
        GRADIO_RUN_HISTORY=False NO_PROXY=127.0.0.1,localhost
+# Compiled bytecode is kept (__pycache__, ignored by git): with PYTHONDONTWRITEBYTECODE set (some shells
+# and images set it) every run, and every `python -m viewer` a test starts, recompiled the viewer and
+# pytest rewrote all test modules again: 15 CPU s per collection instead of 6.
+unset PYTHONDONTWRITEBYTECODE
 workers=${RI_TEST_WORKERS:-0}
 if [ "$workers" != 0 ]; then
   set -- -n "$workers" --dist loadgroup --no-loadscope-reorder "$@"  # groups in tests/tiers.py order: longest first

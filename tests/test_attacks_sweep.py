@@ -129,7 +129,7 @@ def sweep(tmp_path_factory):
         (root / "findings.txt").write_text("\n".join(run.result.findings) + "\n")  # the whole list, for a reader
         (root / "cost.txt").write_text("".join(f"{run._name(i)}\t{n} calls\t{sec:.1f} s\n" for i, (n, sec) in
                                                sorted(run.result.cost.items(), key=lambda x: -x[1][1])))
-        run.result.seconds = time.monotonic() - t0
+        run.result.seconds, run.result.cpu_s = time.monotonic() - t0, run.cpu_s()
         yield run, p, server, root
     finally:
         server.stop()
@@ -174,10 +174,12 @@ if KNOWN_OPEN:  # (an empty parameter set would be a skip, and a skip fails unde
 
 @SWEEP
 def test_sweep_stays_bounded(sweep):
-    """It stops by itself: every call got its answer within CALL_TIMEOUT_S, the whole within its budget."""
+    """It stops by itself: every call got its answer within CALL_TIMEOUT_S, the whole within its budget
+    (CPU seconds of this process and the server's, which a busy machine stretches far less than the
+    wall clock; the wall clock is in the message)."""
     run, _, _, _ = sweep
     assert run.result.timeouts == []
-    assert run.result.seconds < 420
+    assert 0 < run.result.cpu_s < run.budget_cpu_s, (run.result.cpu_s, f"{run.result.seconds:.0f} s wall")
 
 
 @SWEEP

@@ -48,12 +48,16 @@ def leftovers(before: set[int], timeout: float = 10.0) -> dict[int, str]:
     """Processes started since ``before`` that are still alive after ``timeout`` s.
 
     Other session fixtures (the Playwright driver and chromium of browser tests) may start
-    processes of their own while this test runs; they are not the capture's and are ignored.
+    processes of their own while this test runs; they are not the capture's and are ignored. So are
+    this process's chat-template render workers (viewer/tokenizer/render_worker.py, at most two):
+    they belong to the process, not to a capture (the first render a capture's turns need may start
+    them), and exit when it does.
     """
     deadline = time.monotonic() + timeout
     while True:
         extra = {p: _cmdline(p) for p in set(descendants()) - before}
-        extra = {p: c for p, c in extra.items() if c and "playwright" not in c and "chrom" not in c}
+        extra = {p: c for p, c in extra.items() if c and "playwright" not in c and "chrom" not in c
+                 and "viewer.tokenizer.render_worker" not in c}
         if not extra or time.monotonic() > deadline:
             return extra
         time.sleep(0.2)
