@@ -13,6 +13,11 @@ same server for the model's own teacher-forced logprobs of the sampled ids:
 * ``logprobs_source``: ``"rescored_unconstrained"``.
 
 The raw proxy JSONL keeps the records exactly as they came off the wire.
+
+One request per record, one after another, on purpose: nearly all the time is vLLM's full-vocab
+log-softmax at every prompt position, and every cheaper form measured (records batched together,
+teacher forcing on the decode path, the prefix cache) computes other chunk shapes and moves the
+values by bf16 noise, or relies on uninitialised rows (docs/SPEED.md, "Capture rescore phase").
 """
 from __future__ import annotations
 
