@@ -188,6 +188,7 @@ def test_e2e_scripted_opencode_capture(scripted_capture):
     assert summary["reward"] == 1.0 and summary["tests_passed"] == summary["tests_total"] == 6
     assert summary["filtered_calls"] == [{"call": trace[kinds.index("title")]["turn"], "role": "title"}]
     assert summary["tool_counts"] == {"write": 1, "bash": 1} and summary["scripted"] is True
+    assert summary["rescored"] is True
     assert set(summary["timings"]) >= {"setup_s", "server_start_s", "agent_s", "reward_s"}
     ev = [json.loads(x) for x in (out / "agent_log.jsonl").read_text().splitlines() if x.strip()]
     assert any(e.get("type") == "tool_use" for e in ev)
@@ -279,7 +280,7 @@ def test_agent_command_that_backgrounds_itself_is_stopped(vllm, tmp_path):
 
     job = CaptureJob(CaptureSpec(out=str(tmp_path / "c"), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
                                  scripted=True, script_commands=["setsid sleep 600 > /dev/null 2>&1 &"],
-                                 agent_timeout_s=240))
+                                 agent_timeout_s=240, rescore=False))
     seen: dict[int, tuple[str | None, int]] = {}
     done = threading.Event()
 
@@ -302,6 +303,13 @@ def test_agent_command_that_backgrounds_itself_is_stopped(vllm, tmp_path):
         assert sid != os.getsid(0)  # setsid: a session of its own, not the capture's
         assert not os.path.exists(f"/proc/{pid}") or "sleep 600" not in _cmdline(pid)  # and it is gone
     assert s["complete"] is True and stray(job.tag) == {} and stray() == {}
+    # rescoring off (its subject is not the logprobs): the records keep the wire's grammar-masked values
+    assert s["rescored"] is False
+    out = tmp_path / "c"
+    trace = json.loads((out / "trace.json").read_text())
+    raw = [json.loads(x) for x in (out / "proxy_trace.jsonl").read_text().splitlines()]
+    assert [r["per_token_logps"] for r in trace] == [r["per_token_logps"] for r in raw]
+    assert not any("logprobs_source" in r or "sampler_logps" in r for r in trace)
 
 
 def test_sigterm_to_capture_cli_leaves_nothing(vllm, tmp_path):
@@ -490,7 +498,7 @@ def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_pat
     out = tmp_path / "c"
     job = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
                                  scripted=True, script_commands=cmds, agent_timeout_s=400, require_sandbox=True,
-                                 steps=len(cmds) + 8))
+                                 steps=len(cmds) + 8, rescore=False))  # the sandbox is the subject, not logprobs
     try:
         s = job.run()
     finally:
@@ -619,7 +627,7 @@ def test_spell_tool_call_as_pieces_is_an_option(request, vllm, tmp_path, pieces)
     if pieces:
         out = tmp_path / "cap"
         s = CaptureJob(CaptureSpec(out=str(out), backend="endpoint", endpoint=vllm.url, model="tiny-qwen3",
-                                   scripted=True, spell_tool_call_as_pieces=pieces)).run()
+                                   scripted=True, spell_tool_call_as_pieces=pieces, rescore=False)).run()
     else:
         cap = request.getfixturevalue("scripted_capture")
         s, out = cap.summary, cap.out

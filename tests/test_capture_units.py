@@ -214,6 +214,24 @@ def test_cli_capture_usage_errors(capsys):
     assert main(["capture", "--scripted", "--instruction", "do it", "--out", "x"]) == 2
 
 
+def test_no_rescore_reaches_the_spec_and_an_hf_job():
+    """`--no-rescore` turns the scripted rescore phase off in the spec the CLI builds, and an hf-jobs
+    capture carries it in job_spec.json (a field left out there would be dropped silently)."""
+    import argparse
+
+    from viewer.capture.hf_jobs import SPEC_FIELDS
+    from viewer.cli.capture import add_parser, spec_from_args
+    from viewer.config import Settings
+
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers()
+    add_parser(sub)
+    for argv, want in ((["--scripted"], True), (["--scripted", "--no-rescore"], False)):
+        a = p.parse_args(["capture", "--backend", "endpoint", "--endpoint", "http://127.0.0.1:9", "--out", "o", *argv])
+        assert spec_from_args(a, Settings()).rescore is want
+    assert "rescore" in SPEC_FIELDS
+
+
 def test_progress_html_escapes():
     from viewer.ui.capture_tab import progress_html
 

@@ -29,7 +29,7 @@ LOGPROBS_MODES = ("", "processed_logprobs", "raw_logprobs")
 FIELDS = ("backend", "model", "endpoint", "task_source", "task_index", "n_prompts", "seed", "instruction",
           "scripted", "agent_timeout_s", "test_timeout_s", "max_output_tokens", "steps", "top_logprobs",
           "logprobs_mode", "temperature", "top_p", "top_k", "spell_tool_call_as_pieces", "tokenizer", "results_repo", "flavor", "script_commands",
-          "sandbox", "title")
+          "sandbox", "title", "rescore")
 _DEFAULT = CaptureSpec(out="")  # the spec's own defaults, for the fields no setting covers
 
 
@@ -140,5 +140,5 @@ def capture_spec(settings: Settings, *, out: str, public: bool, token: str = "",
         tokenizer=tokenizer_name(raw.get("tokenizer"), backend, public),
         results_repo=results_repo, flavor=flavor, script_commands=list(commands),
         sandbox=True if public else bool(raw.get("sandbox", d.sandbox)), require_sandbox=public,
-        title=bool(raw.get("title", d.title)), vllm_python=s.capture_vllm_python, opencode_bin=s.capture_opencode,
+        title=bool(raw.get("title", d.title)), rescore=bool(raw.get("rescore", d.rescore)), vllm_python=s.capture_vllm_python, opencode_bin=s.capture_opencode,
         auto_setup=s.capture_auto_setup, public_app=public)

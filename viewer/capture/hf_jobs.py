@@ -45,7 +45,8 @@ _TOKENIZER_FILE = re.compile(re.escape(TOKENIZER_DIR) + r"/[A-Za-z0-9_.-]{1,100}
 # Capture fields the job needs (all of them data; never the token, the output folder or host paths)
 SPEC_FIELDS = ("model", "task_source", "task_index", "n_prompts", "seed", "instruction", "scripted",
                "agent_timeout_s", "test_timeout_s", "max_output_tokens", "steps", "top_logprobs", "logprobs_mode",
-               "temperature", "top_p", "top_k", "spell_tool_call_as_pieces", "tokenizer", "title")
+               "temperature", "top_p", "top_k", "spell_tool_call_as_pieces", "tokenizer", "title",
+               "rescore")
 
 
 def build_bundle(dest: Path) -> Path:

@@ -230,7 +230,9 @@ class CaptureJob:
             if agent_res.status == "cancelled":
                 raise CaptureCancelled()
 
-            if s.scripted:
+            if s.scripted and not s.rescore:
+                self.log("scripted calls keep the sampler's grammar-masked logprobs (rescoring off)")
+            elif s.scripted:
                 t0 = self._enter("rescore")
                 from viewer.capture.rescore import rescore_records
 
@@ -377,7 +379,8 @@ class CaptureJob:
             "spec": s.public(),
             "sandbox": self._sandbox,
             "tokenizer": self._tokenizer,
-            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces, "sampling": sampling_mod.summary_record(s, backend)}
+            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces, "sampling": sampling_mod.summary_record(s, backend),
+            "rescored": bool(s.scripted and s.rescore)}  # False: scripted calls keep the grammar-masked logprobs
         if reward:
             summary["test_results"] = [{k: r[k] for k in ("test", "passed", "timed_out", "exit_code", "seconds")}
                                        for r in reward["results"]]

@@ -79,6 +79,10 @@ class CaptureSpec:
     # logit_bias -100 on the tokenizer's <tool_call>/</tool_call> special tokens, so the model
     # spells them as plain pieces (the retokenisation case the viewer exists to show)
     spell_tool_call_as_pieces: bool = False
+    # scripted mode: ask the server for the model's own (unconstrained) logprobs of each forced call
+    # (viewer.capture.rescore). Off, the calls keep the grammar-masked values the sampler reported
+    # (≈ 0 on forced tokens); on CPU the rescoring is most of a scripted capture's time (docs/SPEED.md)
+    rescore: bool = True
     # install the capture environment (vLLM env, opencode) when missing, with its output in the log
     auto_setup: bool = _S.capture_auto_setup
     tokenizer: str = ""  # where the served model's tokenizer is (folder or Hub name); default: from the model

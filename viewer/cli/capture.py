@@ -41,6 +41,9 @@ def add_parser(sub) -> None:
     p.add_argument("--spell-tool-call-as-pieces", action="store_true",
                    help="logit_bias -100 on the tokenizer's <tool_call>/</tool_call> special tokens: the model spells "
                         "them as plain pieces, which training re-tokenises differently (the special_token drift case)")
+    p.add_argument("--no-rescore", action="store_true",
+                   help="with --scripted: keep the sampler's grammar-masked logprobs (near 0 on forced tokens) instead "
+                        "of asking the server for the model's own; on CPU that request is most of the capture's time")
     p.add_argument("--tokenizer", default="",
                    help=f"the served model's tokenizer (folder or Hub name), shipped in the capture's {TOKENIZER_DIR}/; "
                         "default: from the model (or, for an endpoint, its served model id)")
@@ -80,6 +83,7 @@ def spec_from_args(a: argparse.Namespace, settings: Settings):
                   spell_tool_call_as_pieces=a.spell_tool_call_as_pieces, tokenizer=a.tokenizer,
                   agent_timeout_s=a.agent_timeout, test_timeout_s=a.test_timeout, max_output_tokens=a.max_output_tokens,
                   steps=a.steps, top_logprobs=a.top_logprobs, logprobs_mode=a.logprobs_mode, title=not a.no_title,
+                  rescore=not a.no_rescore,
                   temperature=a.temperature, top_p=a.top_p, top_k=a.top_k,
                   flavor=a.flavor, results_repo=a.results_repo)
     fields = {k: v for k, v in fields.items() if v is not None}
