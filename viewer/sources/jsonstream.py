@@ -21,10 +21,11 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import msgspec
+
 from viewer.budgets import Limits
 from viewer.rollout import Problem
-from viewer.sources.recordends import MORE, NO, batch_end, decode_many, decode_one, guess_end, value_end
-from viewer.sources.recordtypes import decode_trace_record, decode_trace_records
+from viewer.sources.recordtypes import ValidationError, decode_generic, decode_trace_record
 from viewer.sources.jsonio import (SKIP, RecordFile, jsonl_record, nesting_exceeded, number_error, read_records,
                                    size_problem)
 
@@ -205,10 +206,56 @@ class _Reader:
 
 
 _NONWS = re.compile(rb"[^ \t\r\n]")
-_NO, _MORE = NO, MORE  # (names the tests pin)
-_value_end = value_end
-# a run of whole records decoded as one array (recordends.batch_end): with these decoders, per stream kind
-_MANY = {decode_trace_record: decode_trace_records, None: None}
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+_skip = msgspec.json.Decoder(msgspec.Raw)  # finds where one value ends without building it
+_NO = object()
+_MORE = -1
+
+
+def _value_end(view: memoryview) -> int | None:
+    """Where the JSON value at the start of ``view`` ends (its length; whitespace after it may be
+    included), :data:`_MORE` when the view ends inside it, or None when msgspec cannot say
+    (malformed, or an extension of Python's parser such as NaN). msgspec has no ``raw_decode``: it
+    reports the first character after the value as an error with its offset; an offset taken from
+    that message is proven by decoding exactly that slice (a JSON value is never a prefix of another)."""
+    try:
+        _skip.decode(view)
+        return len(view)
+    except (msgspec.DecodeError, RecursionError) as e:
+        text = str(e)
+        m = _TRAILING.search(text)
+        if m:
+            return int(m.group(1)) - 1
+        return _MORE if "truncated" in text else None
+
+
+def _guess_end(buf: bytes, pos: int) -> int | None:
+    """Where the object at ``pos`` probably ends, unparsed: at the comma before the next object opening
+    with the same key (a trace's records all open with ``{"turn":`` or the like). A guess, kept only if
+    that slice decodes whole (a JSON value is never a prefix of another): saves msgspec's skip."""
+    colon = buf.find(b":", pos, pos + 64)
+    if colon < 0 or buf[pos:pos + 2] != b'{"':
+        return None
+    nxt = buf.find(buf[pos:colon + 1], colon)
+    if nxt < 0:
+        return None
+    comma = buf.rfind(b",", pos, nxt)
+    if comma < 0 or buf[comma + 1:nxt].strip(b" \t\r\n"):
+        return None
+    return comma - pos
+
+
+def _decode(view: memoryview, typed: Callable[[Any], Any] | None) -> Any:
+    """The value that is exactly ``view`` (typed when the record fits), or _NO when msgspec refuses it."""
+    try:
+        if typed is not None:
+            try:
+                return typed(view)
+            except ValidationError:
+                pass  # not the shape the types describe: generic dicts, read by the item-by-item rules
+        return decode_generic(view)
+    except (msgspec.DecodeError, RecursionError):
+        return _NO  # Python's parser decides (NaN, a lone surrogate, 1e400, too deep, broken)
 
 
 def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
@@ -222,12 +269,10 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
     line0, col0 = 1, 0  # line and 0-based column (characters) of buf[0]
     seen, seen_line = 0, 1  # newlines counted up to buf[seen]
     want = CHUNK_CHARS
-    many = _MANY.get(s.typed, _NO)  # runs of records decoded as one array, unless _NO
-    single_until = 0 if many is not _NO else float("inf")  # a run that failed: record by record up to here
 
     def refill() -> bool:
         """Drop what was consumed and append the next chunk; False once the file is exhausted."""
-        nonlocal buf, pos, line0, col0, seen, seen_line, single_until
+        nonlocal buf, pos, line0, col0, seen, seen_line
         if r.eof:
             return False
         line = line_at(pos)
@@ -238,7 +283,6 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
         else:
             col0 += r.nchars(buf[:pos]) if not r.ascii else pos
         buf = buf[pos:] + r.read(want)
-        single_until -= pos
         pos = seen = 0
         seen_line = line0
         return True
@@ -280,31 +324,10 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
         if buf[pos] == 0x5D and n == 0:  # "]"
             pos += 1
             break
-        if pos >= single_until:  # the whole records in the buffer at once (recordends.batch_end)
-            end = batch_end(buf, pos)
-            line = line_at(pos)
-            values = None
-            if end is None:
-                single_until = len(buf)  # none found: not again in this buffer (each search is one pass)
-            elif buf.find(b"\n", pos, end) >= 0:  # each record's line is named in messages: one by one
-                single_until = end
-            else:
-                values = decode_many(memoryview(buf)[pos:end], many)
-                if values is None:
-                    single_until = end  # each byte decoded at most twice
-                else:
-                    seen = end  # no newline before it: every record of the run starts on this line
-                    values.reverse()
-                    while values:
-                        s._lines.append(line)
-                        n += 1
-                        yield values.pop()
-                    pos = end + 1  # past the comma batch_end found
-                    continue
         view = memoryview(buf)[pos:]
-        k, value = guess_end(buf, pos), _NO
+        k, value = _guess_end(buf, pos), _NO
         if k is not None:  # decoded whole, the guess is proven; else the skip below finds the end
-            value = decode_one(view[:k], s.typed)
+            value = _decode(view[:k], s.typed)
         if value is _NO:
             k = _value_end(view)
             if (k == _MORE or k is not None and k >= len(view)) and not r.eof:  # may continue (a number cut
@@ -312,7 +335,7 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
                 want = max(want, 2 * (len(buf) - pos))
                 refill()
                 continue
-            value = decode_one(view[:k], s.typed) if k is not None and k >= 0 else _NO
+            value = _decode(view[:k], s.typed) if k is not None and k >= 0 else _NO
         view.release()
         if value is _NO:
             text = buf[pos:].decode("utf-8")  # valid: the reader made it so

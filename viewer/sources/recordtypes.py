@@ -22,8 +22,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-__all__ = ["TopEntry", "LogprobEntry", "decode_generic", "decode_generic_many", "decode_trace_record",
-           "decode_trace_records", "entries_as_dicts", "DecodeError", "ValidationError"]
+__all__ = ["TopEntry", "LogprobEntry", "decode_generic", "decode_trace_record", "entries_as_dicts",
+           "DecodeError", "ValidationError"]
 
 DecodeError = msgspec.DecodeError
 ValidationError = msgspec.ValidationError
@@ -70,20 +70,12 @@ _TraceRecord = msgspec.defstruct("_TraceRecord", [(k, Any, UNSET) for k in _KEYS
 _FIELDS = ("logprobs",) + _KEYS
 
 _generic = msgspec.json.Decoder()
-_generic_list = msgspec.json.Decoder(list)
 _trace = msgspec.json.Decoder(_TraceRecord)
-_trace_list = msgspec.json.Decoder(list[_TraceRecord])
 
 
 def decode_generic(buf: Any) -> Any:
     """One JSON value (bytes-like), as ``json.loads`` gives it; raises DecodeError / RecursionError."""
     return _generic.decode(buf)
-
-
-def decode_generic_many(buf: Any) -> list[Any]:
-    """A JSON array (bytes-like) as ``json.loads`` gives it; raises DecodeError / ValidationError (not an
-    array) / RecursionError."""
-    return _generic_list.decode(buf)
 
 
 _DIGITS = b"0123456789"
@@ -120,18 +112,7 @@ def decode_trace_record(buf: Any) -> dict[str, Any]:
     Raises ValidationError when the record is not of that shape (decode it generically then)."""
     if _long_digit_run(buf):
         raise ValidationError("an integer longer than Python's json accepts: decode it generically")
-    return _as_dict(_trace.decode(buf))
-
-
-def decode_trace_records(buf: Any) -> list[dict[str, Any]]:
-    """A JSON array of proxy records, each as :func:`decode_trace_record` gives it (raises as it does,
-    DecodeError also when ``buf`` is not an array)."""
-    if _long_digit_run(buf):
-        raise ValidationError("an integer longer than Python's json accepts: decode it generically")
-    return list(map(_as_dict, _trace_list.decode(buf)))
-
-
-def _as_dict(rec: Any) -> dict[str, Any]:
+    rec = _trace.decode(buf)
     out = {}
     for k in _FIELDS:
         v = getattr(rec, k)
