@@ -123,7 +123,6 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
         records = _recognised(trace_rs, _TRACE_KEYS, "proxy trace records", ctx)
         for i, rec in enumerate(records):
             t = turn_from_record(rec, i, trace_rs, ctx)
-            del rec  # the record is dropped before the next is decoded (its memory is reused, warm)
             if t is not None:
                 check_turn(lim, t, len(turns), f"{trace_rs.label}: {trace_rs.where(i)}")
                 turns.append(t)
@@ -195,7 +194,6 @@ class _recognised:
         for rec in it:
             self.count += 1
             yield rec
-            del rec  # (see RecordStream.__iter__)
 
     def _reject(self) -> None:
         self.ctx.add(self.rs.label, "", f"not {self.what}: no record has any of {', '.join(self.keys)}; "

@@ -84,7 +84,6 @@ class RecordStream:
             if limit and n > limit:
                 self.limits.check("records", n, f"{self.label}: {self.where(n - 1)}")
             yield rec
-            del rec  # freed before the next record is decoded, which then reuses its memory
 
     def _all(self) -> Iterator[Any]:
         if self._whole is not None:

@@ -12,7 +12,7 @@ top-k entries' bytes spell "token_id:N", not the token (docs/CAPTURE.md §1.1).
 """
 from __future__ import annotations
 
-from itertools import accumulate, chain
+from itertools import accumulate
 from operator import attrgetter
 from typing import Any
 
@@ -24,7 +24,6 @@ from viewer.sources.recordtypes import LogprobEntry, entries_as_dicts
 __all__ = ["topk_column", "bytes_column", "entry_values"]
 
 _NUM = {int, float}
-_TOPS, _TOKEN, _LOGPROB = attrgetter("top_logprobs"), attrgetter("token"), attrgetter("logprob")
 
 
 def entry_values(entries: list[Any], key: str) -> list[Any]:
@@ -68,9 +67,8 @@ def _packed_topk(tops: list[list[Any]], toks: list[Any], lps: list[Any]) -> TopK
 def _typed_topk(entries: list[LogprobEntry]) -> TopKColumn | None:
     """Typed entries (:mod:`viewer.sources.recordtypes`): the types are known, only the token strings
     are checked; None when one is not ``"token_id:N"``."""
-    tops = list(map(_TOPS, entries))
-    flat = list(chain.from_iterable(tops))  # (map/attrgetter: C loops, no Python frame per item)
-    return _packed_topk(tops, list(map(_TOKEN, flat)), list(map(_LOGPROB, flat)))
+    tops = [e.top_logprobs for e in entries]
+    return _packed_topk(tops, [t.token for ts in tops for t in ts], [t.logprob for ts in tops for t in ts])
 
 
 def _fast_topk(entries: list[Any]) -> TopKColumn | None:
