@@ -12,6 +12,10 @@ the same run so the ratio is meaningful on a busy machine.
    and time next to a subprocess that only runs ``json.load`` of the same file, one that
    only imports, and one that only reads the bytes (the floor, from page cache: MB/s).
    Targets (issue 24): time <= 0.25x ``json.load``, peak RSS <= 0.3x the file size.
+
+Both rows print target and result side by side, in wall and in CPU seconds (which a loaded machine
+disturbs least), with the load average; both check the loaded columns against a digest worked out
+from ``json.load`` of the same files and exit non-zero when they differ.
 """
 from __future__ import annotations
 
