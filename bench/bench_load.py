@@ -12,10 +12,15 @@ the same run so the ratio is meaningful on a busy machine.
    and time next to a subprocess that only runs ``json.load`` of the same file, one that
    only imports, and one that only reads the bytes (the floor, from page cache: MB/s).
    Targets (issue 24): time <= 0.25x ``json.load``, peak RSS <= 0.3x the file size.
+
+Both rows print target and result side by side, in wall and in CPU seconds (which a loaded machine
+disturbs least), with the load average; both check the loaded columns against a digest worked out
+from ``json.load`` of the same files and exit non-zero when they differ.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -23,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from array import array
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,13 +90,63 @@ def read_plain(files) -> None:
                 pass
 
 
+def timed(fn) -> tuple[float, float]:
+    """Wall and CPU seconds of one call."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    fn()
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
 def time_best(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return min(timed(fn)[0] for _ in range(repeat))
+
+
+def digest(turns) -> str:
+    """sha256 of what a load must produce per turn (ids, logprobs, top-k ids/logprobs/offsets, token
+    bytes, mask): from ``(output_ids, prompt_ids, logprobs, top_starts, top_ids, top_lps, blob, mask)``."""
+    h = hashlib.sha256()
+    for cols in turns:
+        for code, col in zip("iidiidBb", cols):
+            h.update(col if code == "B" else array(code, col).tobytes())
+            h.update(b"|")
+    return h.hexdigest()[:16]
+
+
+def expected_digest(folder: Path) -> str:
+    """The digest from ``json.load`` of the files, worked out here (not by the reader)."""
+    with open(folder / "trace.json", "rb") as f:
+        recs = json.load(f)
+    turns = None
+    if (folder / "turns.json").exists():
+        with open(folder / "turns.json", "rb") as f:
+            turns = json.load(f)
+    return records_digest(recs, turns)
+
+
+def records_digest(recs: list, turns: list | None) -> str:
+    out = []
+    for i, r in enumerate(recs):
+        tops = [e["top_logprobs"] for e in r["logprobs"]]
+        starts = [0]
+        for ts in tops:
+            starts.append(starts[-1] + len(ts))
+        ids = [int(t["token"].removeprefix("token_id:")) for ts in tops for t in ts]
+        lps = [t["logprob"] for ts in tops for t in ts]
+        blob = b"".join(bytes(e["bytes"]) for e in r["logprobs"])
+        prompt = turns[i]["prompt_ids"] if turns else r["prompt_token_ids"]
+        mask = turns[i]["mask"] if turns else []
+        out.append((r["completion_token_ids"], prompt, r["per_token_logps"], starts, ids, lps, blob, mask))
+    return digest(out)
+
+
+def loaded_digest(ro, mask: bool = True) -> str:
+    """The same from the reader's Rollout (``mask``: the turns file's; a bare trace's mask is derived)."""
+    return digest([(t.output_ids, t.prompt_ids, t.logprobs, t.top_logprobs.starts, t.top_logprobs.ids,
+                    t.top_logprobs.logprobs, t.output_bytes.blob, t.mask if mask else []) for t in ro.turns])
+
+
+def verdict(ratio: float, target: float) -> str:
+    return f"{ratio:.2f}x (target <= {target:.2f}x: {'met' if ratio <= target else 'NOT met'})"
 
 
 def bench_time(tmp: Path, quick: bool) -> None:
@@ -106,30 +162,39 @@ def bench_time(tmp: Path, quick: bool) -> None:
                 json.load(f)
 
     settings = Settings(max_file_mb=4096)  # the 2M-token trace is ~180 MB, over the app default
-    repeat = 2 if quick else 3
-    # Alternate the two so machine load affects both alike; keep each one's best.
-    t_json = t_load = float("inf")
+    repeat = 2 if quick else 5
+    # Alternate the two so machine load affects both alike; keep each one's best (wall and CPU apart).
+    load0 = os.getloadavg()[0]
+    wj = cj = wl = cl = float("inf")
     for _ in range(repeat):
-        t_json = min(t_json, time_best(plain, 1))
-        t_load = min(t_load, time_best(lambda: load_source(folder, settings), 1))
+        w, c = timed(plain)
+        wj, cj = min(wj, w), min(cj, c)
+        w, c = timed(lambda: load_source(folder, settings))
+        wl, cl = min(wl, w), min(cl, c)
     import gc
 
     gc.disable()  # baseline 2: json.load with the GC paused too (what load_source does internally)
     t_json_nogc = time_best(plain, repeat)
     gc.enable()
     ro = load_source(folder, settings)
+    got, want = loaded_digest(ro), expected_digest(folder)
     t = ro.turns[0]
     t_touch = time_best(lambda: [x for x in t.top_logprobs], 3)  # lazy top-k cost per turn
     t_read = time_best(lambda: read_plain(files), repeat)
-    print(f"[time] capture: {calls} calls x {n_out} output tokens (top-5), {mb:.1f} MB on disk")
-    print(f"[time] json.load of the same files: {t_json:.3f} s")
-    print(f"[time] load_source:                 {t_load:.3f} s  ({mb / t_load:.0f} MB/s)")
-    print(f"[time] ratio load_source/json.load: {t_load / t_json:.2f}x   target <= 0.25x: "
-          f"{'met' if t_load / t_json <= 0.25 else 'NOT met'}")
-    print(f"[time] json.load, GC paused:        {t_json_nogc:.3f} s  -> ratio {t_load / t_json_nogc:.2f}x")
+    load1 = os.getloadavg()[0]
+    print(f"[time] capture: {calls} calls x {n_out} output tokens (top-5), {mb:.1f} MB on disk; best of {repeat}, "
+          f"alternating; load average {load0:.1f} -> {load1:.1f}")
+    print(f"[time] json.load of the same files: {wj:.3f} s wall, {cj:.3f} s CPU")
+    print(f"[time] load_source:                 {wl:.3f} s wall, {cl:.3f} s CPU  ({mb / wl:.0f} MB/s)")
+    print(f"[time] ROW open the capture: target <= 0.25x json.load (aim 0.18x) | wall {verdict(wl / wj, 0.25)} | "
+          f"CPU {verdict(cl / cj, 0.25)}")
+    print(f"[time] json.load, GC paused:        {t_json_nogc:.3f} s  -> ratio {wl / t_json_nogc:.2f}x")
     print(f"[time] plain sequential read (page cache): {t_read:.3f} s ({mb / t_read:,.0f} MB/s); "
-          f"load_source is {t_load / t_read:.0f}x that")
+          f"load_source is {wl / t_read:.0f}x that")
     print(f"[time] materialise top-k of one {n_out}-token turn: {t_touch * 1000:.1f} ms")
+    print(f"[time] result check: load_source {got} vs json.load {want}: {'identical' if got == want else 'DIFFERENT'}")
+    if got != want:
+        raise SystemExit("load_source's columns differ from json.load's")
 
 
 _CHILD = r"""
@@ -162,8 +227,12 @@ elif mode == "load_source":
     st = ro.stats()
     n = (len(ro.turns), st["prompt_tokens"] + st["output_tokens"], len(ro.problems), ro.nbytes)
 dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-print(json.dumps({"n": n, "s": dt, "cpu_s": cpu, "base_mb": base,
-                  "maxrss_mb": hwm_mb()}))
+peak = hwm_mb()
+sys.path.insert(0, sys.argv[3] + "/bench")
+import bench_load  # the result check, after the timing and the peak
+check = (bench_load.records_digest(obj, None) if mode == "json" else
+         bench_load.loaded_digest(ro, mask=False) if mode == "load_source" else None)
+print(json.dumps({"n": n, "s": dt, "cpu_s": cpu, "base_mb": base, "maxrss_mb": peak, "check": check}))
 """
 
 
@@ -182,7 +251,8 @@ def write_trace(folder: Path, mb: float, calls: int, n_prompt: int) -> tuple[int
     return n_out, (folder / "trace.json").stat().st_size / 1e6
 
 
-def bench_memory(tmp: Path, mb: float, calls: int) -> None:
+def bench_memory(tmp: Path, mb: float, calls: int) -> bool:
+    """False when load_source's columns differ from json.load's."""
     folder = tmp / "big"
     t0 = time.perf_counter()
     n_out, size = write_trace(folder, mb, calls, 3600)
@@ -203,7 +273,14 @@ def bench_memory(tmp: Path, mb: float, calls: int) -> None:
         print(f"[mem] load_source peak RSS / file size: {ls['maxrss_mb'] * 1.048576 / size:.2f}x (target <= 1.0x, "
               f"aim 0.5x); above the {ls['base_mb']:.0f} MB of interpreter + imports: "
               f"{(ls['maxrss_mb'] - ls['base_mb']) * 1.048576 / size:.2f}x")
-        ratio, rss = ls['s'] / j['s'], ls['maxrss_mb'] * 1.048576 / size
+        ratio, rss, cpu = ls['s'] / j['s'], ls['maxrss_mb'] * 1.048576 / size, ls['cpu_s'] / j['cpu_s']
+        print(f"[mem] ROW open the {size:.0f} MB trace: target <= 0.25x json.load, peak RSS <= 0.3x the file | "
+              f"wall {verdict(ratio, 0.25)} ({ls['s']:.2f} s vs {j['s']:.2f} s) | CPU {verdict(cpu, 0.25)} "
+              f"({ls['cpu_s']:.2f} s vs {j['cpu_s']:.2f} s) | peak RSS {verdict(rss, 0.3)} | load average "
+              f"{os.getloadavg()[0]:.1f}")
+        same = ls["check"] == j["check"]
+        print(f"[mem] result check: load_source {ls['check']} vs json.load {j['check']}: "
+              f"{'identical' if same else 'DIFFERENT'}")
         print(f"[mem] load_source time / json.load time: {ratio:.2f}x   target <= 0.25x: "
               f"{'met' if ratio <= 0.25 else 'NOT met'} ({ls['s']:.2f} s vs {j['s']:.2f} s); "
               f"json.load peak RSS {j['maxrss_mb'] * 1.048576 / size:.2f}x the file")
@@ -217,6 +294,8 @@ def bench_memory(tmp: Path, mb: float, calls: int) -> None:
                   f"plain sequential read from page cache {size / rd:,.0f} MB/s ({rd:.2f} s; load_source "
                   f"{ls['s'] / rd:.0f}x that)")
         print(f"[mem] Rollout.nbytes (what the cache weighs): {ls['n'][3] / 1e6:.0f} MB")
+        return same
+    return True
 
 
 def main() -> None:
@@ -226,12 +305,14 @@ def main() -> None:
                     "quick 36; the issue's long rollout is 690: needs ~3 GB free for the json.load baseline)")
     ap.add_argument("--calls", type=int, default=400, help="calls in the memory bench's trace (default 400)")
     ap.add_argument("--skip-time", action="store_true", help="only the memory bench")
+    ap.add_argument("--skip-memory", action="store_true", help="only the time bench")
     args = ap.parse_args()
     mb = args.mb or (36 if args.quick else 180)
     with tempfile.TemporaryDirectory() as d:
         if not args.skip_time:
             bench_time(Path(d), args.quick)
-        bench_memory(Path(d), mb, args.calls if not args.quick else 100)
+        if not args.skip_memory and not bench_memory(Path(d), mb, args.calls if not args.quick else 100):
+            raise SystemExit("load_source's columns differ from json.load's")
 
 
 if __name__ == "__main__":
