@@ -232,6 +232,22 @@ def test_no_rescore_reaches_the_spec_and_an_hf_job():
     assert "rescore" in SPEC_FIELDS
 
 
+def test_the_capture_command_gives_back_the_signal_handlers_it_set(tmp_path, capsys):
+    """`capture` catches SIGTERM while it runs (a clean stop); called in a longer-lived process it must
+    leave that process's handlers as they were: a leftover handler raising KeyboardInterrupt later ran
+    in a drift scan's forked workers when the pool ended them, and hung the test run."""
+    import signal
+
+    from capture_helpers import free_port
+    from viewer.cli import main
+
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    rc = main(["capture", "--backend", "endpoint", "--endpoint", f"http://127.0.0.1:{free_port()}", "--model", "m",
+               "--no-auto-setup", "--out", str(tmp_path / "o")])
+    assert rc != 0 and "unreachable" in (tmp_path / "o" / "summary.json").read_text()
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
 def test_progress_html_escapes():
     from viewer.ui.capture_tab import progress_html
 

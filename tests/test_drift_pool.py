@@ -90,6 +90,38 @@ def test_workers_are_other_processes_and_results_come_in_order():
     assert mp.active_children() == []
 
 
+def _pools_under_a_raising_sigterm_handler() -> None:
+    import signal
+
+    def term(signum, frame):  # what the capture command installs while it runs
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, term)
+    for n in range(8):
+        pool = ChunkPool(lambda chunk: [x + 1 for x in chunk], 2)
+        try:
+            out = [r for i in range(6) for r in pool.submit([i])] + list(pool.drain())
+        finally:
+            pool.close()
+        assert sorted(x for r in out for x in r) == list(range(1, 7)), out
+        ChunkPool(lambda chunk: chunk, 2).close()  # ended at once: a worker may not have run a line yet
+    assert mp.active_children() == []
+
+
+def test_workers_end_by_sigterm_whatever_handler_the_parent_has():
+    """The pool ends its workers with SIGTERM: they must die by it, not run a handler inherited from
+    the parent (one raising KeyboardInterrupt left the pool's queue lock held and the other worker
+    waiting for ever: a hung test run). In a fresh interpreter (the pool forks only without threads)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import test_drift_pool as t; "
+            "t._pools_under_a_raising_sigterm_handler()")
+    p = subprocess.run([sys.executable, "-c", code, str(REPO / "tests"), str(REPO)], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0 and "KeyboardInterrupt" not in p.stderr, p.stderr[-3000:]
+
+
 def test_cancelled_parallel_scan_stops_and_leaves_no_process(folder):
     cancel = threading.Event()
 

@@ -117,11 +117,19 @@ def _cmd_capture(a: argparse.Namespace, settings: Settings) -> int:
         if spec.backend != "hf-jobs":
             raise KeyboardInterrupt
 
+    # this command's handlers only while it runs: called in a longer-lived process (a test run, a
+    # notebook), a handler left behind would answer that process's later SIGTERMs, and its forked
+    # children's (it hung a drift scan's worker pool)
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     signal.signal(signal.SIGTERM, _term)
     if spec.backend == "hf-jobs":
         signal.signal(signal.SIGINT, _term)
-    summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
-                                                          file=sys.stderr, flush=True), cancel=cancel)
+    try:
+        summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
+                                                              file=sys.stderr, flush=True), cancel=cancel)
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
     if a.json:
         print_json(summary, indent=2)
     else:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import signal
 import threading
 from collections import deque
 from contextlib import contextmanager
@@ -44,6 +45,26 @@ def can_fork() -> bool:
     return "fork" in mp.get_all_start_methods() and threading.active_count() == 1
 
 
+@contextmanager
+def _fork_signals() -> Iterator[None]:
+    """The workers are born with SIGTERM at its default and Ctrl-C ignored (the parent's handlers are
+    back as soon as they are forked). The pool ends its workers with SIGTERM; a handler inherited from
+    the parent (a command's own, such as the capture CLI's, which raises KeyboardInterrupt) would run
+    in the worker instead, mid-way through the pool's shared queue lock, and the other worker then
+    waited on that lock for ever (a hung test run). Set in the parent around the fork, not in the
+    worker's initializer: a worker ended before it first ran would still have had the old handler.
+    Ctrl-C reaches the whole process group: the parent cancels and ends the workers."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set them
+        yield
+        return
+    old = {sig: signal.signal(sig, h) for sig, h in ((signal.SIGTERM, signal.SIG_DFL), (signal.SIGINT, signal.SIG_IGN))}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
 def _run(chunk: list[Any]) -> Any:
     return _STATE["fn"](chunk)
 
@@ -67,10 +88,11 @@ class ChunkPool:
     """``fn(chunk)`` for each chunk, in ``workers`` forked processes; results in order."""
 
     def __init__(self, fn: Callable[[list[Any]], Any], workers: int):
-        with _FORKING, _tokenizers_serial():
+        with _FORKING, _tokenizers_serial(), _fork_signals():
             STATS["pools"] += 1
             _STATE["fn"] = fn
-            self._pool = mp.get_context("fork").Pool(workers)  # the workers are forked here, fn in them
+            # the workers are forked here, fn in them
+            self._pool = mp.get_context("fork").Pool(workers)
             _STATE.clear()
         self.workers = workers
         self._pending: deque = deque()
