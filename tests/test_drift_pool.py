@@ -191,3 +191,22 @@ def test_one_chunk_is_scanned_in_process():
     pools = STATS["pools"]
     res = drift.scan([ro], load_qwen3(), workers=2)
     assert STATS["pools"] == pools and res["totals"]["rollouts"] == 1
+
+
+def test_workers_do_not_collect_what_they_inherit():
+    """The parent's heap (rollouts, tokenizer, render cache) is frozen out of the workers' garbage
+    collector, which would otherwise walk and copy all of it; the parent collects as before."""
+    _in_fresh_process("_workers_inherit_a_frozen_heap")
+
+
+def _workers_inherit_a_frozen_heap() -> None:
+    import gc
+
+    assert can_fork() and gc.get_freeze_count() == 0
+    pool = ChunkPool(lambda chunk: gc.get_freeze_count(), 1)
+    try:
+        counts = list(pool.submit([0])) + list(pool.drain())
+    finally:
+        pool.close()
+    assert counts and counts[0] > 1000, counts
+    assert gc.get_freeze_count() == 0

@@ -14,6 +14,7 @@ no other thread forks (:func:`can_fork`).
 """
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import os
 import signal
@@ -91,8 +92,14 @@ class ChunkPool:
         with _FORKING, _tokenizers_serial(), _fork_signals():
             STATS["pools"] += 1
             _STATE["fn"] = fn
-            # the workers are forked here, fn in them
-            self._pool = mp.get_context("fork").Pool(workers)
+            # what the workers inherit (rollouts, tokenizer, token table, render cache) is kept out of
+            # their garbage collector: otherwise each full collection walks all of it, touching (and so
+            # copying) every page of the parent's heap in every worker
+            gc.freeze()
+            try:
+                self._pool = mp.get_context("fork").Pool(workers)  # the workers are forked here, fn in them
+            finally:
+                gc.unfreeze()
             _STATE.clear()
         self.workers = workers
         self._pending: deque = deque()

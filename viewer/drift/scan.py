@@ -19,6 +19,7 @@ from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_r
 from viewer.config import Settings
 from viewer.rollout import Rollout, Turn
 from viewer.tokenizer import token_table
+from viewer.tokenizer.pieces import piece_encoder
 from .results import (CHECKS, PrefixResult, RetokenizeResult, RowResult, ScanResult, TemplateResult,
                       TrainerBlock, empty_totals, new_trainer_block)
 from .pool import ChunkPool, can_fork
@@ -86,9 +87,14 @@ def _batch_decode(tok, ids: list[list[int]]) -> list[str]:
 
 def _batch_encode(tok, texts: list[str]) -> list[list[int]]:
     """``tok(texts, add_special_tokens=False)["input_ids"]``; straight through the Rust backend
-    when it neither truncates nor pads (what transformers would set per call otherwise)."""
+    when it neither truncates nor pads (what transformers would set per call otherwise), and
+    each piece between added tokens once (:mod:`viewer.tokenizer.pieces`: the prompts of a
+    rollout repeat its history, turn after turn) where the tokenizer allows it."""
     if not texts:
         return []
+    pieces = piece_encoder(tok)
+    if pieces is not None:
+        return pieces.encode_batch(texts)
     backend = getattr(tok, "_tokenizer", None)
     if backend is not None and getattr(backend, "truncation", 1) is None and getattr(backend, "padding", 1) is None:
         return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
@@ -267,6 +273,8 @@ def scan(rollouts: Iterable[Rollout], tok, progress: Callable[[int, int | None],
     """
     total = len(rollouts) if isinstance(rollouts, Sized) else None
     table = token_table(tok) if tok is not None else None
+    if tok is not None:
+        piece_encoder(tok)  # built here once, so forked workers inherit it
     totals: dict[str, Any] = {**empty_totals(), "trainer": new_trainer_block(fork_threshold)}
     choice = _TrainerChoice(trainer, train_turns, fork_threshold, tuple(sweep) if sweep else None, whatifs)
     gradient = new_gradient_block()

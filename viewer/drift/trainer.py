@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import threading
 import weakref
+from array import array
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -176,6 +178,17 @@ def _request_messages(turn: Turn) -> tuple[list[dict[str, Any]], Any]:
     return list(msgs or []), tools
 
 
+def _has_none(values: Sequence[Any]) -> bool:
+    """``any(v is None for v in values)`` without a Python step per token: a packed float column
+    cannot hold None, and for a list ``None in`` compares in C (logprobs are floats or None, none
+    of which equals None but None itself)."""
+    if isinstance(values, array):
+        return False
+    if type(values) in (list, tuple):
+        return None in values
+    return any(v is None for v in values)
+
+
 def message_prompt_ids(tok, turn: Turn) -> list[int]:
     """The prompt ids ``trl-message`` trains on: the request's messages and tools through
     ``apply_chat_template(..., add_generation_prompt=True)``, exactly as TRL 1.14 renders them
@@ -200,7 +213,7 @@ def trainer_inputs(rollout: Rollout, spec: TrainerSpec, tok) -> tuple[list[Train
             if t.prompt_source != "engine" or not t.prompt_ids:
                 raise ValueError(f"turn {t.index}: no engine prompt ids ({t.prompt_source}); trl-contract needs "
                                  "them — use trl-message, which re-renders the prompt")
-            if any(v is None for v in t.logprobs):
+            if _has_none(t.logprobs):
                 raise ValueError(f"turn {t.index}: a sampled logprob is missing; the capture contract needs one "
                                  "per output token")
             out.append(TrainerTurn(t.index, list(t.prompt_ids), list(t.output_ids), list(t.logprobs),

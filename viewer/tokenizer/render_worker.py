@@ -242,18 +242,57 @@ def render(template: str, messages: list, tools: list | None, add_generation_pro
     req = {"template": template, "messages": messages, "tools": tools, "kwargs": kwargs,
            "add_generation_prompt": bool(add_generation_prompt), "seconds": seconds,
            "mb": mb}  # the budgets are part of the request, so of the cache key
+    size = [0]
+    try:
+        key: Any = _frozen(req, size)
+    except RecursionError:  # too deep to key: json.dumps below says so (or raises what it raises)
+        key = None
+    hit = _cache_get(key) if key is not None else None
+    if hit is not None:
+        return _result(hit)
     try:
         body = json.dumps(req, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
     except RecursionError:
         raise BudgetExceeded("nesting", limits.nesting, None, "chat template input (messages or tools)",
                              limits.public) from None
-    key = hashlib.sha256(body).digest()
-    hit = _cache_get(key)
-    if hit is not None:
-        return _result(hit)
+    if key is None:
+        key = hashlib.sha256(body).digest()
+        size[0] = 32
     reply = _ask(body, seconds, mb, limits)
-    _cache_put(key, reply)
+    _cache_put(key, reply, size[0])
     return _result(reply)
+
+
+def _frozen(v: Any, size: list[int]) -> Any:
+    """A hashable stand-in for a JSON-able request: two requests with equal stand-ins are sent as
+    the same JSON (every scalar tagged where Python's equality is looser than JSON's text: ``True``
+    and ``1``, ``1`` and ``1.0``, ``0.0`` and ``-0.0``; anything else keyed by its own JSON text).
+    Cheaper than the JSON + sha256 it replaces as the cache key: a message's strings hash once (str
+    caches its hash) however many turns repeat them. ``size[0]`` adds up what the key holds (chars
+    and items), charged to the cache's bound."""
+    t = type(v)
+    if t is str:
+        size[0] += len(v)
+        return v
+    if t is int or v is None:
+        return v
+    if t is float:
+        return ("f", float.__repr__(v))
+    if t is bool:
+        return ("b", v)
+    if t is dict:
+        size[0] += 2 * len(v)
+        out: list[Any] = ["d"]
+        for k, x in v.items():
+            out.append(_frozen(k, size))
+            out.append(_frozen(x, size))
+        return tuple(out)
+    if t is list or t is tuple:
+        size[0] += len(v)
+        return ("l", *[_frozen(x, size) for x in v])
+    text = json.dumps(v, ensure_ascii=False, default=str)
+    size[0] += len(text)
+    return ("j", text)
 
 
 def _ask(body: bytes, seconds: float, mb: float, limits) -> dict:
@@ -286,37 +325,39 @@ def _result(reply: dict) -> str:
     return reply["text"]
 
 
-# Results by sha256 of the request (template, messages, tools, kwargs, budgets): the Drift tab,
+# Results by request (template, messages, tools, kwargs, budgets; see ``_frozen``): the Drift tab,
 # the presenter and every visitor of one link reuse one render, a budget stop included (a
-# template that ran out once is not run again). Bounded in characters, oldest out first.
+# template that ran out once is not run again). Bounded in characters (the texts and what the keys
+# hold), oldest out first.
 _CACHE_CHARS = 64 << 20
-_cache: OrderedDict[bytes, dict] = OrderedDict()
+_cache: OrderedDict[Any, tuple[dict, int]] = OrderedDict()
 _cache_size = 0
 _cache_lock = threading.Lock()
 
 
-def _cache_get(key: bytes) -> dict | None:
+def _cache_get(key: Any) -> dict | None:
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None:
             _cache.move_to_end(key)
             _stats["cache_hits"] += 1
-        return hit
+            return hit[0]
+        return None
 
 
-def _cache_put(key: bytes, reply: dict) -> None:
+def _cache_put(key: Any, reply: dict, key_size: int = 32) -> None:
     global _cache_size
-    n = len(reply.get("text") or reply.get("error") or "") + 64
+    n = len(reply.get("text") or reply.get("error") or "") + key_size + 64
     if n > _CACHE_CHARS // 4:
         return
     with _cache_lock:
         if key in _cache:
             return
-        _cache[key] = reply
+        _cache[key] = (reply, n)
         _cache_size += n
         while _cache_size > _CACHE_CHARS and _cache:
-            _, old = _cache.popitem(last=False)
-            _cache_size -= len(old.get("text") or old.get("error") or "") + 64
+            _, (_, old) = _cache.popitem(last=False)
+            _cache_size -= old
 
 
 def _after_fork_in_child() -> None:
