@@ -117,6 +117,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")
         # notes (panel under the token view, ?note=K) and decks (?deck=PATH, an uploaded deck.json)
         talk_panel.build(settings, store, b, cmp, drift, loaded)
+        browse.wire_turn_followers(b)  # the panels that follow the turn: one event, only while one is shown
     demo.queue(default_concurrency_limit=4)
     quiet_queue_analytics(demo._queue)
     return demo
