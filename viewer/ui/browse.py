@@ -196,5 +196,7 @@ def wire_turn_followers(b: Browse) -> None:
         return out
 
     shown = " || ".join(f"({f[0]})" for f in b.followers)
-    b.turn.change(None, None, None, js=f"() => {{ if ({shown}) window.dispatchEvent(new CustomEvent('ri-follow-turn')); }}")
-    carrier.click(follow, inputs, outputs, api_visibility="private", show_progress="hidden", **b.fast)
+    b.turn.change(None, None, None, js=f"() => {{ if ({shown}) window.dispatchEvent(new CustomEvent('ri-follow-turn')); }}",
+                  api_name="turn_follow_check", api_visibility="private")
+    carrier.click(follow, inputs, outputs, api_name="turn_follow", api_visibility="private", show_progress="hidden",
+                  **b.fast)

@@ -212,9 +212,15 @@ def build(settings: Settings, store, browse) -> None:
     def on_open(key, index, mode, lo, hi, request: gr.Request = None) -> list:
         return [True] + panel(key, index, mode, lo, hi, request)
 
-    accordion.expand(on_open, ins, [shown] + outs, api_visibility="private", show_progress="hidden")
-    accordion.collapse(lambda: False, None, shown, api_visibility="private", show_progress="hidden")
-    browse.key.change(follow, [shown] + ins, outs, api_visibility="private", show_progress="hidden")
+    def on_close() -> bool:
+        return False
+
+    accordion.expand(on_open, ins, [shown] + outs, api_name="rescore_open", api_visibility="private",
+                     show_progress="hidden")
+    accordion.collapse(on_close, None, shown, api_name="rescore_close", api_visibility="private",
+                       show_progress="hidden")
+    browse.key.change(follow, [shown] + ins, outs, api_name="rescore_follow", api_visibility="private",
+                      show_progress="hidden")
     browse.follow_turn("!!document.querySelector('#rescore-summary')?.checkVisibility()", follow, [shown] + ins,
                        outs, with_request=True)
     for comp in (is_mode, is_min, is_max):
