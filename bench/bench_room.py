@@ -55,6 +55,33 @@ def trim(*_):  # SIGUSR1: hand freed memory back to the OS, so RSS shows what is
     print("trimmed", flush=True)
 
 signal.signal(signal.SIGUSR1, trim)
+if os.environ.get("RI_ROOM_PROFILE"):  # --profile: cProfile in every thread (the server's, its workers')
+    import cProfile, pstats, threading
+    profs = []
+
+    def _thread_profile(*_):
+        sys.setprofile(None)
+        p = cProfile.Profile()
+        profs.append(p)
+        p.enable()
+
+    threading.setprofile(_thread_profile)
+
+    def _dump(*_):
+        st = None
+        for p in profs:
+            try:
+                st = pstats.Stats(p) if st is None else (st.add(p) or st)
+            except TypeError:  # a thread that never ran a profiled call
+                pass
+        with open(os.environ["RI_ROOM_PROFILE"], "w") as f:
+            st.stream = f
+            st.sort_stats("tottime").print_stats(30)
+            st.sort_stats("cumulative").print_stats(60)
+        st.dump_stats(os.environ["RI_ROOM_PROFILE"] + ".pstats")  # for pstats' callers / callees
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, _dump)
 from viewer.config import Settings
 from viewer.ui import create_app, launch_kwargs
 s = Settings.from_env()
@@ -225,6 +252,8 @@ def main() -> None:
     ap.add_argument("--cache-mb", default="", help="VIEWER_CACHE_MB for the server (default: the app's)")
     ap.add_argument("--plot-defer", default="", help="VIEWER_PLOT_DEFER_S for the server (default: the app's, 0.4 s; "
                     "0 = one answer with the plots: what every call then costs is the server's own work, not a wait)")
+    ap.add_argument("--profile", default="", help="write a cProfile of the server (every thread; top by own and "
+                    "cumulative time) to this file when the run ends; the profiler slows the server")
     args = ap.parse_args()
     ns = [int(x) for x in args.ns.split(",")]
     ctx = mp.get_context("spawn")
@@ -238,6 +267,8 @@ def main() -> None:
                "GRADIO_TEMP_DIR": str(Path(d) / "gradio")}
         if args.cache_mb:
             env["VIEWER_CACHE_MB"] = args.cache_mb
+        if args.profile:
+            env["RI_ROOM_PROFILE"] = str(Path(args.profile).resolve())
         if args.plot_defer:
             env["VIEWER_PLOT_DEFER_S"] = args.plot_defer
         server = subprocess.Popen([sys.executable, "-c", _SERVE, str(port), str(REPO)], env=env,

@@ -70,3 +70,30 @@ def test_queue_does_not_rebuild_the_monitoring_summary_per_event(no_wait_app, mo
         _call(api, fn["select_turn"], [None, 1 + n], "room-b")
     assert q.events_recorded >= 3 and calls == []
     assert len(q.event_analytics) <= 1_000  # the records it keeps are bounded too
+
+
+def test_a_new_session_does_not_configure_every_block_up_front(no_wait_app, monkeypatch):
+    # Gradio made a config copy of each of the page's ~230 blocks for every new session (≈ 60 ms of
+    # server CPU at load 7 per visitor's first event), for a deep-link button this app does not use.
+    from gradio.blocks import BlocksConfig
+    from gradio.state_holder import SessionState
+
+    demo, api = no_wait_app
+    fn = {f.api_name: i for i, f in demo.fns.items()}
+    made = []
+    real = BlocksConfig.config_for_block
+    monkeypatch.setattr(BlocksConfig, "config_for_block",
+                        staticmethod(lambda _id, *a, **k: made.append(_id) or real(_id, *a, **k)))
+    msgs = _call(api, fn["select_turn"], [None, 1], "room-new-session")  # a new session's first event
+    assert "process_completed" in dict(msgs)
+    ins_outs = {b._id for b in demo.fns[fn["select_turn"]].inputs + demo.fns[fn["select_turn"]].outputs}
+    assert len(demo.blocks) > 100 and set(made) <= ins_outs, (len(made), len(demo.blocks))
+    # what Gradio's own deep-link route reads (every block's config) is still all there, as its own
+    # unpatched code makes it
+    session = demo.state_holder["room-new-session"]
+    eager = SessionState.__new__(SessionState)
+    getattr(SessionState, "_ri_eager_init", SessionState.__init__)(eager, demo)
+    want = {c["id"]: c for c in eager.components}
+    got = {c["id"]: c for c in session.components}
+    assert got.keys() == want.keys()
+    assert all(got[i] == want[i] for i in want if i not in ins_outs)  # the event's own blocks hold its values

@@ -19,7 +19,7 @@ from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export
                rescore_panel, signin, talk_panel, template_tab)
 from .store import RolloutStore
 
-__all__ = ["create_app", "launch_kwargs", "quiet_queue_analytics"]
+__all__ = ["create_app", "launch_kwargs", "lazy_session_config", "quiet_queue_analytics"]
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -117,8 +117,10 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")
         # notes (panel under the token view, ?note=K) and decks (?deck=PATH, an uploaded deck.json)
         talk_panel.build(settings, store, b, cmp, drift, loaded)
+        browse.wire_turn_followers(b)  # the panels that follow the turn: one event, only while one is shown
     demo.queue(default_concurrency_limit=4)
     quiet_queue_analytics(demo._queue)
+    lazy_session_config()
     return demo
 
 
@@ -134,3 +136,75 @@ def quiet_queue_analytics(queue) -> None:
         queue.ANAYLTICS_CACHE_FREQUENCY = 100_000
     if "GRADIO_ANALYTICS_MAX_EVENTS" not in os.environ and hasattr(queue, "ANALYTICS_MAX_EVENTS"):
         queue.ANALYTICS_MAX_EVENTS = 1_000
+
+
+class _NoBlocks:
+    """The app's Blocks as Gradio's SessionState.__init__ reads it, with no blocks to configure up front."""
+
+    blocks: dict = {}
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _LazyConfigs(dict):
+    """A session's per-block config copies (SessionState.config_values), each made when first read.
+
+    Gradio reads one entry when an event's input or output sets its value, and all of them only for its
+    own deep-link button (`components`, through items()), which fills in every block then, as Gradio
+    would have at the session's start (a block replaced by an update is configured when it is)."""
+
+    def __init__(self, session, ids):
+        super().__init__()
+        self._session, self._ids = session, ids
+
+    def _fill(self) -> None:
+        bc = self._session.blocks_config
+        for k, v in bc.blocks.items():
+            if k in self._ids and not dict.__contains__(self, k):
+                dict.__setitem__(self, k, bc.config_for_block(k, [], v))
+
+    def items(self):
+        self._fill()
+        return super().items()
+
+    def values(self):
+        self._fill()
+        return super().values()
+
+    def __iter__(self):
+        self._fill()
+        return super().__iter__()
+
+    def __len__(self):
+        self._fill()
+        return super().__len__()
+
+
+def lazy_session_config() -> None:
+    """Stop Gradio configuring every block of the page for each new session.
+
+    A session's first event made ``SessionState``, which computed each of the page's ~230 blocks'
+    config (props, three API descriptions) for Gradio's deep-link button, which this app does not use:
+    ~60 ms of server CPU per new visitor at load 7 (≈ 11 ms on an idle core), holding the GIL while 16
+    visitors' first events waited (bench/bench_room.py's open p95), and ≈ 450 KiB kept per session. Now
+    each block's copy is made when an event first sets its value (what Gradio reads per event), and
+    the rest only if something asks for them all (tests/test_room_events.py). Patches Gradio's class
+    once per process; every app in it gets the same behaviour."""
+    from gradio import state_holder
+
+    cls = state_holder.SessionState
+    if getattr(cls, "_ri_lazy_config", False):
+        return
+    eager = cls.__init__
+
+    def __init__(self, blocks):
+        eager(self, _NoBlocks(blocks))
+        self.config_values = _LazyConfigs(self, set(blocks.blocks))
+
+    cls._ri_eager_init = eager
+    cls.__init__ = __init__
+    cls._ri_lazy_config = True

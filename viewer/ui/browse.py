@@ -6,7 +6,7 @@ become a visible notice; the app keeps working.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -25,7 +25,7 @@ from .staged import resolve, staged
 from .store import Opened, RolloutStore
 from .token_view import token_view
 
-__all__ = ["Browse", "BrowseHandlers", "build", "wire", "dataset_link", "link_spec"]
+__all__ = ["Browse", "BrowseHandlers", "build", "wire", "wire_turn_followers", "dataset_link", "link_spec"]
 
 
 
@@ -45,6 +45,14 @@ class Browse:
     fast: dict  # concurrency kwargs of read-only browsing events (other screens' too)
     shows: dict  # the same, for events that output `outputs` / `turn_outputs` (pre-serialised values)
     open_staged: Any = None  # open_fn as a two-step generator: tokens first, plots after (the page load uses it)
+    followers: list = field(default_factory=list)  # panels that follow the selected turn (follow_turn)
+
+    def follow_turn(self, shown_js: str, fn, inputs: list, outputs: list, with_request: bool = False) -> None:
+        """Run ``fn(*inputs) -> values for outputs`` (``request=`` the visitor's, if ``with_request``) when
+        the selected turn changes while ``shown_js`` (a JavaScript expression) is true in the page: the
+        panel is on screen. Every panel's follow-up goes in one event, sent only when one of them is
+        shown (see wire_turn_followers)."""
+        self.followers.append((shown_js, fn, list(inputs), list(outputs), with_request))
 
 
 class BrowseHandlers(Handlers):
@@ -157,3 +165,38 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(h.deep_link(*a, **k)), h.show, turn_outputs,
                   lambda *a, **k: resolve(h.on_select_turn(*a, **k)), under_tokens, fast, shows,
                   open_staged=staged(h.deep_link, defer, generator=True))
+
+
+# The page asks for the panels' follow-up only when one is shown; the event is the carrier's click.
+FOLLOW_JS = "window.addEventListener('ri-follow-turn', () => trigger('click'));"
+
+
+def wire_turn_followers(b: Browse) -> None:
+    """One event for every panel that follows the selected turn, sent only while one is on screen.
+
+    Each listener of the turn State was a queue round trip of its own on every turn switch (HTTP join,
+    SSE message, a worker slot), even when it answered "skip" because its panel was closed: a browser's
+    switch sent five events (docs/SPEED.md, tests/test_room_browser.py). Now the turn's change runs a
+    JavaScript check in the page; if a follower's panel is shown it triggers one event whose handler
+    runs each follower (each still skips when the server says its panel is closed)."""
+    if not b.followers:
+        return
+    carrier = gr.HTML("", js_on_load=FOLLOW_JS, elem_id="turn-follow", apply_default_css=False)
+    inputs: list = []
+    for _, _, ins, _, _ in b.followers:
+        inputs += [c for c in ins if not any(c is x for x in inputs)]
+    outputs = [c for f in b.followers for c in f[3]]
+    where = [[next(i for i, x in enumerate(inputs) if x is c) for c in f[2]] for f in b.followers]
+
+    def follow(request: gr.Request, *values):
+        out: list = []
+        for (_, fn, _, outs, with_request), at in zip(b.followers, where):
+            got = fn(*(values[i] for i in at), **({"request": request} if with_request else {}))
+            out += list(got) if len(outs) > 1 else [got]
+        return out
+
+    shown = " || ".join(f"({f[0]})" for f in b.followers)
+    b.turn.change(None, None, None, js=f"() => {{ if ({shown}) window.dispatchEvent(new CustomEvent('ri-follow-turn')); }}",
+                  api_name="turn_follow_check", api_visibility="private")
+    carrier.click(follow, inputs, outputs, api_name="turn_follow", api_visibility="private", show_progress="hidden",
+                  **b.fast)

@@ -97,9 +97,12 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
     for comp in (browse.key, trainer_pick, turns_pick):  # the cost is per rollout and trainer, not per turn
         comp.change(tp.costs_follow, [visible, browse.key, *pick], cost_outputs, api_visibility="private",
                     show_progress="hidden", **fast)
-    for comp in (browse.turn, browse.key, trainer_pick, turns_pick):
+    for comp in (browse.key, trainer_pick, turns_pick):
         comp.change(tp.follow, [visible, browse.key, browse.turn, *pick], view_outputs, api_visibility="private",
                     show_progress="hidden", **fast)
+    # a turn switch asks for this turn's checks only while the tab is on screen (one event: browse.py)
+    browse.follow_turn("!!document.querySelector('#drift-view')?.checkVisibility()", tp.follow,
+                       [visible, browse.key, browse.turn, *pick], view_outputs)
     row_pick.input(tp.on_row, [browse.key, browse.turn, row_pick, *pick], row_view, api_name="drift_row", **fast)
     repro_btn.click(tp.export, [browse.key, browse.turn], repro_files, api_name="drift_repro", **fast)
     turn_box.submit(tp.jump_turn, [browse.key, turn_box], browse.turn_outputs, api_name="drift_select_turn",

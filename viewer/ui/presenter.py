@@ -55,8 +55,9 @@ def build(settings: Settings, store: RolloutStore, b: Browse):
             return render.presenter_payload(int(index), [], f"drift checks failed: {type(e).__name__}: {e}", **ends)
         return render.presenter_payload(int(index), drift_marks(rep), **ends)
 
-    for state in (b.turn, b.key):
-        state.change(marks, [present, b.key, b.turn], view, api_visibility="private", show_progress="hidden")
+    b.key.change(marks, [present, b.key, b.turn], view, api_visibility="private", show_progress="hidden")
+    # a turn switch asks for the marks only while presenting (one event with the other panels': browse.py)
+    b.follow_turn("document.body.classList.contains('ri-present')", marks, [present, b.key, b.turn], [view])
 
     # The Present button and Esc (presenter.js) say so with trigger('focus') / trigger('blur'): the
     # server then computes the marks for this visitor while, and only while, they present.

@@ -61,7 +61,7 @@ def build(settings: Settings, store, browse) -> None:
     from ..rescore import TORCH_HINT, rescore, torch_available
 
     with gr.Accordion("Trainer-side logprobs (rescore with the trainer's forward pass)", open=False,
-                      elem_id="rescore-panel"):
+                      elem_id="rescore-panel") as accordion:
         gr.HTML(render.rescore_note_html())
         with gr.Row(equal_height=True):
             model = gr.Dropdown(MODELS, value=ROLLOUT_MODEL, allow_custom_value=True, elem_id="rescore-model",
@@ -201,9 +201,28 @@ def build(settings: Settings, store, browse) -> None:
         api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False,
         show_progress_on=[summary])  # one progress bar, on the panel (not on each of its outputs)
     cancel.click(on_cancel, [run_id], summary, api_name="rescore_cancel", queue=False)
-    for comp in (browse.key, browse.turn):
-        comp.change(panel, [browse.key, browse.turn, is_mode, is_min, is_max], outs, api_visibility="private",
-                    show_progress="hidden")
+    # The panel is filled while it is open: when it opens, and on a new rollout or turn while it is (a
+    # turn switch asks only then, in one event with the other panels': browse.wire_turn_followers).
+    shown = gr.State(False)
+    ins = [browse.key, browse.turn, is_mode, is_min, is_max]
+
+    def follow(on, key, index, mode, lo, hi, request: gr.Request = None) -> list:
+        return panel(key, index, mode, lo, hi, request) if on else [gr.skip()] * len(outs)
+
+    def on_open(key, index, mode, lo, hi, request: gr.Request = None) -> list:
+        return [True] + panel(key, index, mode, lo, hi, request)
+
+    def on_close() -> bool:
+        return False
+
+    accordion.expand(on_open, ins, [shown] + outs, api_name="rescore_open", api_visibility="private",
+                     show_progress="hidden")
+    accordion.collapse(on_close, None, shown, api_name="rescore_close", api_visibility="private",
+                       show_progress="hidden")
+    browse.key.change(follow, [shown] + ins, outs, api_name="rescore_follow", api_visibility="private",
+                      show_progress="hidden")
+    browse.follow_turn("!!document.querySelector('#rescore-summary')?.checkVisibility()", follow, [shown] + ins,
+                       outs, with_request=True)
     for comp in (is_mode, is_min, is_max):
         comp.change(on_is, [browse.key, browse.turn, is_mode, is_min, is_max], outs + list(browse.turn_outputs),
                     api_name=f"rescore_{comp.elem_id.replace('-', '_')}", api_visibility="private",

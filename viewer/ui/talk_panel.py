@@ -65,8 +65,8 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
 
     quiet = dict(api_visibility="private", show_progress="hidden")
     ins, view_out = [b.key, b.turn, notes_state, deck], [listing, pick, carrier, msg]
-    for st in (b.key, b.turn):
-        st.change(h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
+    # a new rollout's notes; a turn switch needs no event: talk.js marks the shown turn's notes itself
+    b.key.change(h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
     add_btn.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(
         h.add, [b.key, sel, text, notes_state, deck], [notes_state] + view_out, api_name="add_note")
     edit_btn.click(h.edit, [b.key, b.turn, pick, text, notes_state, deck], [notes_state] + view_out,

@@ -36,9 +36,21 @@ function callout() {
   box.dataset.notes = String(T.notes.length);  // what n / N step through (tests wait for it)
 }
 
+// The shown turn's note marks, from every note (as render/talk.py picks T.marks: the turn's notes that are
+// not flagged): a turn switch needs no server round trip for them (tests/test_room_browser.py).
+let marked;
+function marks() {
+  const turn = shownTurn();
+  if (turn === undefined || turn === marked) return;
+  marked = turn;
+  const list = T.notes.filter(n => String(n.turn) === turn && !n.flag).map(n => [n.tok[0], n.tok[1] + 1, n.text]);
+  window.dispatchEvent(new CustomEvent('ri-marks', {detail: {target: 'token-view', layer: 'notes', turn: Number(turn), marks: list}}));
+}
+
 function load() {
   try { T = props.value ? JSON.parse(props.value) : T; } catch (err) { T = {turn: null, marks: [], notes: [], deck: null, seq: 0}; }
-  window.dispatchEvent(new CustomEvent('ri-marks', {detail: {target: 'token-view', layer: 'notes', turn: T.turn, marks: T.marks}}));
+  marked = undefined;
+  marks();
   if (T.deck && (T.deck.at !== shownAt || T.seq !== seen)) { want = T.deck.at; shownAt = T.deck.at; }
   if (T.deck && T.seq !== seen) {  // a deck was opened (a ?deck= link or an upload): present it
     seen = T.seq;
@@ -76,7 +88,7 @@ if (!window.__riTalkKeys) {
     e.stopImmediatePropagation();
   }, true);
   // the callout follows the turn on screen and presenter mode coming and going
-  new MutationObserver(callout).observe(document.body, {subtree: true, attributeFilter: ['data-turn']});
+  new MutationObserver(() => { marks(); callout(); }).observe(document.body, {subtree: true, attributeFilter: ['data-turn']});
   new MutationObserver(callout).observe(document.body, {attributeFilter: ['class']});  // body only
 }
 load();
