@@ -230,19 +230,16 @@ class CaptureJob:
             if agent_res.status == "cancelled":
                 raise CaptureCancelled()
 
-            if s.scripted and not s.rescore:
-                self.log("scripted calls keep the sampler's grammar-masked logprobs (rescoring off)")
-            elif s.scripted:
+            if s.scripted and s.rescore:
                 t0 = self._enter("rescore")
-                from viewer.capture.rescore import rescore_records
+                from viewer.capture.rescore import rescore_trace
 
-                self._records = read_records(self.out / PROXY_TRACE)
-                ep = backend if isinstance(backend, Endpoint) else None
-                n = rescore_records(self._records, url, s.top_logprobs, ep.headers() if ep else {},
-                                    transport=ep.transport() if ep else None)
+                self._records, n = rescore_trace(self.out / PROXY_TRACE, url, s.top_logprobs,
+                                                 backend if isinstance(backend, Endpoint) else None)
                 self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
                 self.timings["rescore_s"] = round(time.perf_counter() - t0, 3)
-
+            elif s.scripted:
+                self.log("scripted calls keep the sampler's grammar-masked logprobs (rescoring off)")
             t0 = self._enter("reward")
             reward = score(workdir, task.held_out_tests, timeout_s=s.test_timeout_s, sandboxed=not no_sandbox)
             self.log(f"reward {reward['reward']} ({reward['passed']}/{reward['total']}; {reward['status']})")
@@ -379,8 +376,8 @@ class CaptureJob:
             "spec": s.public(),
             "sandbox": self._sandbox,
             "tokenizer": self._tokenizer,
-            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces, "sampling": sampling_mod.summary_record(s, backend),
-            "rescored": bool(s.scripted and s.rescore)}  # False: scripted calls keep the grammar-masked logprobs
+            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces, "rescored": bool(s.scripted and s.rescore),
+            "sampling": sampling_mod.summary_record(s, backend)}
         if reward:
             summary["test_results"] = [{k: r[k] for k in ("test", "passed", "timed_out", "exit_code", "seconds")}
                                        for r in reward["results"]]

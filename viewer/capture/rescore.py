@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-__all__ = ["rescore_records", "rescore_one"]
+__all__ = ["rescore_records", "rescore_one", "rescore_trace"]
 
 
 def _entry(tid: int, table: dict[str, Any] | None, k: int, orig: dict[str, Any] | None) -> dict[str, Any]:
@@ -79,3 +79,14 @@ def rescore_records(records: list[dict[str, Any]], upstream: str, k: int = 5, he
             except (httpx.HTTPError, KeyError, IndexError, TypeError, ValueError) as e:
                 rec["rescore_error"] = f"{type(e).__name__}: {e}"
     return n
+
+
+def rescore_trace(path, upstream: str, k: int, endpoint: Any = None) -> tuple[list[dict[str, Any]], int]:
+    """The capture's rescore phase: the proxy's records read from ``path``, the scripted ones rescored
+    (through a pinned endpoint's headers and transport when ``endpoint`` is given); returns the
+    records and how many were rescored."""
+    from viewer.capture.records import read_records
+
+    records = read_records(path)
+    return records, rescore_records(records, upstream, k, endpoint.headers() if endpoint else {},
+                                    transport=endpoint.transport() if endpoint else None)
