@@ -14,6 +14,7 @@ from ..render.talk import notes_list_html, talk_payload, talk_template
 from ..talk.common import MAX_TEXT
 from .browse import Browse
 from .browse_handlers import STATUS
+from .staged import staged
 from .store import RolloutStore
 from .talk_handlers import TalkHandlers
 
@@ -78,8 +79,11 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     deck_add.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(
         h.add_step, [b.key, b.turn, sel, mode, built], [built, deck_out, msg], api_name="deck_add_view")
 
-    # n / N: the page names a note by its place; the server opens its turn with its range selected
-    carrier.click(h.on_page, [b.key, notes_state], b.turn_outputs, api_name="talk_note", **quiet, **b.shows)
+    # n / N: the page names a note by its place; the server opens its turn with its range selected.
+    # Staged like every turn switch, so it overtakes a switch still in its plot step: that step's last
+    # answer (the turn it opened, sent again with the plots) would otherwise draw the old turn over it
+    carrier.click(staged(h.on_page, settings.plot_defer_s), [b.key, notes_state], b.turn_outputs,
+                  api_name="talk_note", **quiet, **b.shows)
     # → / ← with a deck: the page names a step; the server opens its rollout, then its Drift / Compare tab
     after = [c for c in ((cmp.outputs if cmp else []) + (drift.outputs + drift.cost_outputs if drift else []))]
 
