@@ -29,6 +29,8 @@ import json
 import re
 from typing import Any, Sequence
 
+from .table import per_tokenizer
+
 __all__ = ["PieceEncoder", "piece_encoder"]
 
 # pre-tokenizers that split each piece without looking at where the piece sits in the text
@@ -101,14 +103,7 @@ _ENCODERS: dict[int, tuple[Any, PieceEncoder | None]] = {}
 def piece_encoder(tok) -> PieceEncoder | None:
     """The cached :class:`PieceEncoder` of ``tok``'s fast backend, or None when the piece identity
     cannot be relied on for it (see the module doc) or it truncates or pads."""
-    hit = _ENCODERS.get(id(tok))
-    if hit is not None and hit[0] is tok:
-        return hit[1]
-    enc = _build(tok)
-    if len(_ENCODERS) >= 8:
-        _ENCODERS.pop(next(iter(_ENCODERS)))
-    _ENCODERS[id(tok)] = (tok, enc)  # keeps tok alive, so its id cannot be reused meanwhile
-    return enc
+    return per_tokenizer(_ENCODERS, tok, lambda: _build(tok))
 
 
 def _build(tok) -> PieceEncoder | None:

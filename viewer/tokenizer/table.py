@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .display import display_bytes
 
@@ -163,16 +163,23 @@ def _mixed_bytes(piece: str, table: dict[int, int]) -> bytes:
     return b"".join(bytes([table[ord(c)]]) if ord(c) in table else c.encode("utf-8") for c in piece)
 
 
+def per_tokenizer(cache: dict[int, tuple[Any, Any]], tok, build: Callable[[], Any]) -> Any:
+    """``build()``'s value for ``tok``, made once per tokenizer object and kept in ``cache`` (the
+    last 8 tokenizers; each entry keeps its tokenizer alive, so its id cannot be reused meanwhile)."""
+    hit = cache.get(id(tok))
+    if hit is not None and hit[0] is tok:
+        return hit[1]
+    value = build()
+    if len(cache) >= 8:
+        cache.pop(next(iter(cache)))
+    cache[id(tok)] = (tok, value)
+    return value
+
+
 _TABLES: dict[int, tuple[Any, TokenTable]] = {}
 
 
 def token_table(tok, name: str | None = None) -> TokenTable:
     """The cached :class:`TokenTable` for a tokenizer (built once per tokenizer object)."""
-    hit = _TABLES.get(id(tok))
-    if hit is not None and hit[0] is tok:
-        return hit[1]
-    table = TokenTable.from_tokenizer(tok, name=name or getattr(tok, "name_or_path", None))
-    if len(_TABLES) >= 8:
-        _TABLES.pop(next(iter(_TABLES)))
-    _TABLES[id(tok)] = (tok, table)  # keeps tok alive, so its id cannot be reused meanwhile
-    return table
+    return per_tokenizer(_TABLES, tok,
+                         lambda: TokenTable.from_tokenizer(tok, name=name or getattr(tok, "name_or_path", None)))
