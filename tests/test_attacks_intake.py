@@ -203,20 +203,23 @@ def test_private_hub_rows_and_captures_are_not_shared_between_visitors(fake_hub,
 
 
 # ================================================================ 7. tokenizer files: no oracle for server files
-def _planted_tokenizer(tmp_path: Path) -> Path:
-    """A real tokenizer folder outside the data root (the Qwen3 files), standing for any server
-    folder that holds a tokenizer.json: a visitor's capture must never make the app open it."""
+# A tokenizer folder that is loaded in the tests below (a capture's own, a local model folder): SmolLM2's
+# real files (1.5 MB; Qwen3's 16 MB took a second to zip and another to load from each new path)
+SMOL_TOKENIZER = SAMPLE_DIR / "smollm2" / "tokenizer"
+
+
+def _planted_tokenizer(tmp_path: Path, files: Path | None = None) -> Path:
+    """A real tokenizer folder outside the data root (the Qwen3 files unless ``files``), standing for
+    any server folder that holds a tokenizer.json: a visitor's capture must never make the app open it."""
     from viewer.tokenizer import qwen3_dir
 
     planted = tmp_path / "server-only" / "model"
-    shutil.copytree(qwen3_dir(), planted)
+    shutil.copytree(files or qwen3_dir(), planted)
     return planted
 
 
 def _capture_zip(tmp_path: Path, *, summary_extra: dict, model: str | None = None,
                  with_tokenizer: bool = False) -> Path:
-    from viewer.tokenizer import qwen3_dir
-
     sample = SAMPLE_DIR / "qwen3-tiny"
     trace = json.loads((sample / "trace.json").read_text())
     summary = json.loads((sample / "summary.json").read_text())
@@ -231,8 +234,8 @@ def _capture_zip(tmp_path: Path, *, summary_extra: dict, model: str | None = Non
         zf.writestr("cap/summary.json", json.dumps(summary))
         for name in ("task.json", "turns.json"):
             zf.writestr(f"cap/{name}", (sample / name).read_text())
-        if with_tokenizer:
-            for f in sorted(Path(qwen3_dir()).iterdir()):
+        if with_tokenizer:  # the capture's own tokenizer folder
+            for f in sorted(SMOL_TOKENIZER.iterdir()):
                 if f.is_file():
                     zf.write(f, f"cap/tokenizer/{f.name}")
     return z
@@ -274,7 +277,7 @@ def test_local_mode_keeps_model_folders(tmp_path, monkeypatch):
     """What a local user relies on stays: a trace's model naming a local model folder loads it."""
     monkeypatch.delenv("SPACE_ID", raising=False)
     monkeypatch.delenv("VIEWER_PUBLIC", raising=False)
-    planted = _planted_tokenizer(tmp_path)
+    planted = _planted_tokenizer(tmp_path, SMOL_TOKENIZER)
     z = _capture_zip(tmp_path, summary_extra={}, model=str(planted))
     op = _open_upload(z, Settings(), tmp_path)
     assert op.choice.source == "local-dir" and op.choice.name == str(planted.resolve())

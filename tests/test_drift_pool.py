@@ -51,8 +51,34 @@ def _in_fresh_process(body: str, *args: str) -> None:
     assert p.returncode == 0, f"{body} failed in a fresh interpreter:\n{p.stderr[-4000:]}"
 
 
-def test_parallel_scan_equals_the_serial_scan_on_real_captures(folder):
-    _in_fresh_process("_parallel_equals_serial_on_captures", str(folder))
+def _run_bodies(out: str, plan: str) -> None:
+    """In the fresh interpreter: each body of ``plan`` (JSON: [[name, args], ...]) in turn, its
+    traceback ("" when it passed) written to ``out`` as JSON. One failing does not stop the next."""
+    import traceback
+
+    done = {}
+    for name, args in json.loads(plan):
+        try:
+            globals()[name](*args)
+            done[name] = ""
+        except BaseException:
+            done[name] = traceback.format_exc()
+    Path(out).write_text(json.dumps(done))
+
+
+@pytest.fixture(scope="module")
+def fresh(folder, tmp_path_factory) -> dict[str, str]:
+    """The scans that must see their workers fork, run one after the other in one new interpreter
+    (see ``_in_fresh_process``): one start and one tokenizer load, where one interpreter per test paid
+    both each time. Each test reads its own body's outcome (its traceback, "" when it passed)."""
+    out = tmp_path_factory.mktemp("fresh") / "outcomes.json"
+    plan = [["_parallel_equals_serial_on_captures", [str(folder)]], ["_parallel_equals_serial_in_memory", []]]
+    _in_fresh_process("_run_bodies", str(out), json.dumps(plan))
+    return json.loads(out.read_text())
+
+
+def test_parallel_scan_equals_the_serial_scan_on_real_captures(fresh):
+    assert fresh["_parallel_equals_serial_on_captures"] == "", fresh["_parallel_equals_serial_on_captures"][-4000:]
 
 
 def _parallel_equals_serial_on_captures(folder: str) -> None:
@@ -158,17 +184,19 @@ def test_a_forked_child_starts_its_own_render_workers():
     render_worker.shutdown()
 
 
-def test_parallel_scan_of_rollouts_in_memory_equals_serial():
+def test_parallel_scan_of_rollouts_in_memory_equals_serial(fresh):
     """A list of rollouts (what the app and the bench pass): the workers index the list they
     inherited at the fork, and the result is the serial scan's."""
-    _in_fresh_process("_parallel_equals_serial_in_memory")
+    assert fresh["_parallel_equals_serial_in_memory"] == "", fresh["_parallel_equals_serial_in_memory"][-4000:]
 
 
 def _parallel_equals_serial_in_memory() -> None:
     assert can_fork(), "a fresh interpreter has one thread"
     from viewer import drift
     from viewer.sources import load_source
-    from viewer.tokenizer import load_qwen3
+    from viewer.tokenizer import load_qwen3, render_worker
+
+    render_worker.shutdown(clear_cache=True)  # the workers render for themselves, not from the parent's cache
 
     ro = load_source(REPO / "sample_data" / "qwen3-tiny", Settings())
     rollouts = [ro, ro, ro, ro, ro]

@@ -49,7 +49,8 @@ def apps(tmp_path_factory):
 def _client(url: str):
     from gradio_client import Client
 
-    return Client(url, verbose=False)
+    # httpx's default 5 s ran out fetching the app's config at load 18 (a busy machine is no failure)
+    return Client(url, verbose=False, httpx_kwargs={"timeout": 60})
 
 
 def test_local_capture_notes_round_trip_add_reload_download_upload(apps, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import unicodedata
+from pathlib import Path
 
 import pytest
 
@@ -404,11 +405,16 @@ def test_resolve_local_dir_override(qwen3, saved_dir):
     assert all(t1.bytes_of(i) == t2.bytes_of(i) for i in range(0, 151_669, 997))
 
 
-def test_resolve_capture_folder(saved_dir, tmp_path):
+# A capture's own tokenizer folder in the two tests below: SmolLM2's (a real tokenizer folder; which
+# one does not matter to the choice, and it loads in a third of Qwen3's time from its new path)
+SMOL_DIR = Path(__file__).resolve().parent.parent / "sample_data" / "smollm2" / "tokenizer"
+
+
+def test_resolve_capture_folder(tmp_path):
     import shutil
 
     cap = tmp_path / "capture"
-    shutil.copytree(saved_dir, cap / "tokenizer")
+    shutil.copytree(SMOL_DIR, cap / "tokenizer")
     c = resolve_tokenizer("foo/bar", capture_dir=cap)
     assert c.source == "capture-folder" and c.ok
 
@@ -505,7 +511,7 @@ def test_tokenizer_for_precedence(qwen3, saved_dir, tmp_path):
     from viewer.tokenizer import tokenizer_for
 
     cap = tmp_path / "cap"
-    shutil.copytree(saved_dir, cap / "tokenizer")
+    shutil.copytree(SMOL_DIR, cap / "tokenizer")
     (cap / "trace.json").write_text("[]")
     r = Rollout(source=str(cap / "trace.json"), format="capture", model="Qwen/Qwen3-8B")
     assert tokenizer_for(r, Settings()).source == "capture-folder"  # the folder the file was read from
