@@ -183,3 +183,9 @@ def test_a_parallel_run_keeps_each_group_on_one_worker():
         workers.setdefault(nodeid.split("::")[0], set()).add(worker)
     assert set(workers) == {"tests/test_makefile.py", "tests/test_readme.py"}
     assert all(len(w) == 1 for w in workers.values()), workers  # each file's tests on one worker
+
+
+def test_every_first_group_names_a_shared_fixture_group_or_a_test_file():
+    """A renamed file would silently drop out of the start order (and could end a run alone)."""
+    for group in tiers.FIRST_GROUPS:
+        assert group in set(tiers.SHARED_FIXTURE_GROUPS.values()) or (REPO / group).is_file(), group

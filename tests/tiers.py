@@ -41,9 +41,16 @@ SHARED_FIXTURE_GROUPS = {
     "oracle": "oracle",  # one TRL process per version
     "sweep": "sweep", "ray_mod": "ray", "tiny_result": "torch",
 }
-# the longest groups start first (figures of docs/TESTING.md), so none of them ends the run alone
-FIRST_GROUPS = ("capture", "tests/test_capture_live.py", "sweep", "tests/test_first5_browser.py", "oracle",
-                "tests/test_browser.py")
+# The longest groups start first (by the serial clean run's figures, docs/TESTING.md), so none of them
+# ends the run alone on one worker while the other idles: the whole suite's, then the fast tier's
+# (a group missing from a run is passed over).
+FIRST_GROUPS = ("capture", "tests/test_capture_live.py", "ray", "sweep", "tests/test_first5_browser.py",
+                "tests/test_browser.py", "tests/test_talk_browser.py", "oracle", "tests/test_present_drift_browser.py",
+                "tests/test_drift_ui.py", "torch", "tests/test_importance.py", "tests/test_presenter_browser.py",
+                "tests/test_certify.py",
+                "tests/test_drift_pool.py", "tests/test_budgets_template.py", "tests/test_attacks_capture.py",
+                "tests/test_budgets.py", "tests/test_capture_units.py", "tests/test_app.py",
+                "tests/test_attacks_intake.py", "tests/test_talk_app.py")
 FAST_WALL_BUDGET_S = 90.0  # the inner loop's promise (docs/TESTING.md)
 
 
