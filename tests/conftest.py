@@ -71,8 +71,14 @@ def data_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory, data_root):
-    """The real app on loopback, launched exactly as app.py does, with the bundled sample."""
+def app_url(app):
+    return app[1]
+
+
+@pytest.fixture(scope="session")
+def app(tmp_path_factory, data_root):
+    """(Blocks, URL): the real app on loopback, launched exactly as app.py does, with the bundled sample;
+    the Blocks for a test that looks at its queue (tests/test_room_browser.py)."""
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
     os.environ["VIEWER_DATA_ROOT"] = str(data_root)
     os.environ["CAPTURE_OUT_ROOT"] = str(tmp_path_factory.mktemp("captures"))
@@ -83,7 +89,7 @@ def app_url(tmp_path_factory, data_root):
     demo = create_app(settings)
     _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
                             quiet=True, **launch_kwargs(settings))
-    yield url.rstrip("/")
+    yield demo, url.rstrip("/")
     demo.close()
 
 
@@ -106,12 +112,28 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser):
+@pytest.fixture(scope="session")
+def _pages(browser):
+    """One browser context for every ``page``: its HTTP and compiled-script caches then hold Gradio's
+    scripts after the first test (a fresh context fetched and compiled them again for each test)."""
     ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = ctx.new_page()
-    yield pg
+    yield ctx
     ctx.close()
+
+
+@pytest.fixture
+def page(_pages):
+    """A new tab in the shared context; what a test leaves in the context (cookies, storage, granted
+    permissions) goes with it."""
+    pg = _pages.new_page()
+    yield pg
+    try:
+        pg.evaluate("() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} }")
+    except Exception:
+        pass  # the page is gone or on no origin: nothing stored there
+    pg.close()
+    _pages.clear_cookies()
+    _pages.clear_permissions()
 
 
 # Every vLLM server the tests start (this session's, and the captures' own on the ``local`` backend,

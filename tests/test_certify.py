@@ -190,11 +190,13 @@ def test_cli_card_on_smollm2_folder_and_conversations(capsys, tmp_path):
     assert len([x for x in out.splitlines() if re.match(r"^\w+\s+(pass|fail|error)\s", x)]) == len(battery())
 
 
-@pytest.mark.slow  # TRL's own code in .venv-trl (a fresh process importing trl)
-@pytest.mark.parametrize("name", ["tool_call_as_pieces", "no_reasoning_tool_turn"])
-def test_lost_tokens_equal_trls_own(qwen3, cards, tmp_path, name):
-    """TRL 1.14's own `_turns_from_trace` + `_chain_to_sequences` (tests/oracle/trl_oracle.py) on the case
-    written as a proxy trace: the trained tokens it loses equal the card's trl-message count."""
+LOST_CASES = ["tool_call_as_pieces", "no_reasoning_tool_turn"]
+
+
+@pytest.fixture(scope="module")
+def trl_lost(qwen3, tmp_path_factory) -> dict[str, dict]:
+    """TRL 1.14's own result for each case of LOST_CASES, from one oracle process (importing torch and TRL
+    is most of its time: one process per case paid it twice)."""
     import subprocess
 
     from requires import need
@@ -203,20 +205,31 @@ def test_lost_tokens_equal_trls_own(qwen3, cards, tmp_path, name):
     py, lib = REPO / ".venv-trl" / "bin" / "python", REPO / ".venv-trl" / "trl-1.14.0"
     if not py.exists() or not lib.is_dir():
         need("the TRL oracle environment (scripts/setup_oracle.sh)", f"{py} / {lib} not found")
-    case = next(c for c in battery() if c.name == name)
-    records = [{"request": {"messages": case.messages[:i], "tools": case.tools},
-                "response": {"choices": [{"message": case.messages[i], "finish_reason": "stop"}]},
-                "completion_token_ids": ids, "per_token_logps": [0.0] * len(ids)}
-               for i, _, _, ids in _sampled(qwen3, case)]
-    (tmp_path / "trace.json").write_text(json.dumps(records))
-    batch = {"cases": [{"name": name, "trace": str(tmp_path / "trace.json"), "mode": "trl-message",
-                        "train_turns": "all", "fork_threshold": 1024, "tokenizer": str(qwen3_dir())}]}
-    proc = subprocess.run([str(py), str(REPO / "tests" / "oracle" / "trl_oracle.py")], input=json.dumps(batch),
+    root = tmp_path_factory.mktemp("lost")
+    batch = []
+    for name in LOST_CASES:
+        case = next(c for c in battery() if c.name == name)
+        records = [{"request": {"messages": case.messages[:i], "tools": case.tools},
+                    "response": {"choices": [{"message": case.messages[i], "finish_reason": "stop"}]},
+                    "completion_token_ids": ids, "per_token_logps": [0.0] * len(ids)}
+                   for i, _, _, ids in _sampled(qwen3, case)]
+        (root / f"{name}.json").write_text(json.dumps(records))
+        batch.append({"name": name, "trace": str(root / f"{name}.json"), "mode": "trl-message",
+                      "train_turns": "all", "fork_threshold": 1024, "tokenizer": str(qwen3_dir())})
+    proc = subprocess.run([str(py), str(REPO / "tests" / "oracle" / "trl_oracle.py")], input=json.dumps({"cases": batch}),
                           capture_output=True, text=True, timeout=300,
                           env={"PYTHONPATH": str(lib), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
                                "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr[-2000:]
-    want = json.loads(proc.stdout)["results"][0]
+    return {r["name"]: r for r in json.loads(proc.stdout)["results"]}
+
+
+@pytest.mark.slow  # TRL's own code in .venv-trl (a fresh process importing trl)
+@pytest.mark.parametrize("name", LOST_CASES)
+def test_lost_tokens_equal_trls_own(cards, trl_lost, name):
+    """TRL 1.14's own `_turns_from_trace` + `_chain_to_sequences` (tests/oracle/trl_oracle.py) on the case
+    written as a proxy trace: the trained tokens it loses equal the card's trl-message count."""
+    want = trl_lost[name]
     got = next(c for c in cards["qwen3"]["cases"] if c["name"] == name)
     assert want["tokens_losing_gradient"] > 0
     assert got["tokens_lost"]["trl-message"] == want["tokens_losing_gradient"]

@@ -28,17 +28,37 @@ SEQ_RTOL = 1e-5
 BOUNDS = ((None, 3.0), (0.5, 2.0), (1.0, 3.0), (0.9, None), (0.25, 4.0))
 
 
-def _oracle(cases: list[dict]) -> dict:
+@pytest.fixture(scope="module")
+def oracle_is(tmp_path_factory):
+    """TRL's IS code in one .venv-trl process for the module (``--serve``: a request per line): each call
+    of its own paid the torch + TRL import again (about 5 s of a 6 s call)."""
     py = ORACLE_ENV / "bin" / "python"
     if not py.exists() or not TRL.is_dir():
         need("the TRL oracle environment (scripts/setup_oracle.sh)", f"{py} or {TRL} not found")
-    proc = subprocess.run([str(py), str(ORACLE)], input=json.dumps({"cases": cases}), capture_output=True, text=True,
-                          timeout=600, env={"PYTHONPATH": str(TRL), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                                            "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    doc = json.loads(proc.stdout)
-    assert doc["trl_version"] == "1.16.0"
-    return doc
+    err = open(tmp_path_factory.mktemp("oracle") / "stderr.txt", "w+")
+    proc = subprocess.Popen([str(py), str(ORACLE), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=err, text=True,
+                            env={"PYTHONPATH": str(TRL), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                                 "PATH": "/usr/bin:/bin"})
+
+    def ask(cases: list[dict]) -> dict:
+        proc.stdin.write(json.dumps({"cases": cases}) + "\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline()  # the oracle ends (and this reads "") if it fails
+        err.seek(0)
+        assert line, f"the TRL oracle ended (exit {proc.poll()}): {err.read()[-3000:]}"
+        doc = json.loads(line)
+        assert doc["trl_version"] == "1.16.0"
+        return doc
+
+    yield ask
+    proc.stdin.close()
+    try:
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        err.close()
 
 
 def _hand_rows() -> dict[str, list[tuple[list, list, list]]]:
@@ -83,7 +103,7 @@ def _assert_same(ours: IS.IsResult, theirs: dict, rows, mode: str) -> None:
 
 
 @pytest.mark.slow
-def test_hand_made_rows_equal_trl_for_every_mode_and_bounds():
+def test_hand_made_rows_equal_trl_for_every_mode_and_bounds(oracle_is):
     cases, ours = [], {}
     for name, rows in _hand_rows().items():
         for mode in IS.MODES:
@@ -91,7 +111,7 @@ def test_hand_made_rows_equal_trl_for_every_mode_and_bounds():
                 key = f"{name}/{mode}/{lo}/{hi}"
                 cases.append(_case(key, rows, mode, lo, hi))
                 ours[key] = (IS.importance(rows, mode, lo, hi), rows, mode)
-    doc = _oracle(cases)
+    doc = oracle_is(cases)
     assert "torch.nan_to_num(per_token_logps_diff, nan=0.0)" in doc["is_block"]  # TRL's own lines ran
     results = {r["name"]: r for r in doc["results"]}
     assert len(results) == len(cases) and not [r for r in results.values() if "error" in r]
@@ -106,10 +126,10 @@ def test_hand_made_rows_equal_trl_for_every_mode_and_bounds():
 
 
 @pytest.mark.slow
-def test_our_defaults_are_trls_grpo_config_defaults():
+def test_our_defaults_are_trls_grpo_config_defaults(oracle_is):
     from viewer.cli import build_parser
 
-    doc = _oracle([])
+    doc = oracle_is([])
     d = doc["defaults"]
     assert (IS.DEFAULT_MODE, IS.DEFAULT_CLIP_MIN, IS.DEFAULT_CLIP_MAX) == (
         d["vllm_importance_sampling_mode"], d["vllm_importance_sampling_clip_min"],
@@ -133,7 +153,7 @@ def _rescored(sample: str, model: str, dtype: str):
 @pytest.mark.slow
 @pytest.mark.parametrize("sample,model,dtype", [("qwen3-tiny", "tiny-qwen3", "float32"),
                                                 ("smollm2", "smollm2", "auto")])
-def test_bundled_samples_rescored_rows_equal_trl(sample, model, dtype):
+def test_bundled_samples_rescored_rows_equal_trl(oracle_is, sample, model, dtype):
     res = _rescored(sample, model, dtype)
     rows = IS.batch_from_rescore(res)
     assert rows and sum(sum(m) for _, _, m in rows) == res.totals()["tokens"]
@@ -146,13 +166,13 @@ def test_bundled_samples_rescored_rows_equal_trl(sample, model, dtype):
             key = f"{mode}/{b}"
             cases.append(_case(key, rows, mode, *b))
             ours[key] = (IS.importance(rows, mode, *b), rows, mode)
-    results = {r["name"]: r for r in _oracle(cases)["results"]}
+    results = {r["name"]: r for r in oracle_is(cases)["results"]}
     for key, (mine, rows_, mode) in ours.items():
         _assert_same(mine, results[key], rows_, mode)
 
 
 @pytest.mark.slow
-def test_cli_json_carries_every_trained_token_and_trls_metrics(capsys):
+def test_cli_json_carries_every_trained_token_and_trls_metrics(oracle_is, capsys):
     from test_rescore_cli import _need
 
     from viewer.cli import main
@@ -172,7 +192,7 @@ def test_cli_json_carries_every_trained_token_and_trls_metrics(capsys):
     for t in toks:
         by_row.setdefault(t["row"], []).append(t)
     rows = [([t["sampler"] for t in v], [t["trainer"] for t in v], [1] * len(v)) for _, v in sorted(by_row.items())]
-    theirs = _oracle([_case("cli", rows, "token_mask", 0.999, 1.001)])["results"][0]
+    theirs = oracle_is([_case("cli", rows, "token_mask", 0.999, 1.001)])["results"][0]
     want = [x for r in theirs["ratio"] for x in r]
     np.testing.assert_allclose([t["ratio"] for t in toks], want, rtol=TOKEN_RTOL, atol=0)
     assert [t["ratio"] == 0 for t in toks] == [x == 0 for x in want] and any(x == 0 for x in want) and not all(x == 0 for x in want)

@@ -40,11 +40,10 @@ def _px(page, selector: str) -> list[float]:
 
 
 @pytest.fixture
-def wide(browser):
+def wide(page):
     """A 1440×900 screen: the size the issue was seen at (a laptop driving a projector)."""
-    ctx = browser.new_context(viewport={"width": 1440, "height": 900})
-    yield ctx.new_page()
-    ctx.close()
+    page.set_viewport_size({"width": 1440, "height": 900})
+    return page
 
 
 # --- 13. the legend and the mode buttons at presenter size -----------------------------------------

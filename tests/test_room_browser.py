@@ -11,8 +11,6 @@ import time
 
 import pytest
 
-from conftest import free_port
-
 pytestmark = pytest.mark.browser
 
 TV = "#token-view .ri-tv"
@@ -20,17 +18,9 @@ PAINTED = f"document.querySelector('{TV}')?.dataset.painted > 0"
 
 
 @pytest.fixture(scope="module")
-def room_app(tmp_path_factory):
-    """The app as app.py launches it, in this process, so a test can see its queue."""
-    from viewer.config import Settings
-    from viewer.ui import create_app, launch_kwargs
-
-    settings = Settings.from_env()
-    demo = create_app(settings)
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(),
-                            quiet=True, **launch_kwargs(settings))
-    yield demo, url.rstrip("/")
-    demo.close()
+def room_app(app):
+    """The session's app (launched in this process as app.py launches it), so a test can see its queue."""
+    return app
 
 
 class Joins:

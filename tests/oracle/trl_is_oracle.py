@@ -2,6 +2,9 @@
 
     PYTHONPATH=.venv-trl/trl-1.16.0 .venv-trl/bin/python tests/oracle/trl_is_oracle.py < cases.json > out.json
 
+With ``--serve``: one request per line of stdin, one answer per line of stdout, until stdin closes (the tests
+start it once per module: importing torch and TRL is most of a call's time).
+
 Imports nothing from `viewer`. Which TRL code runs: the correction is not a function of its own in TRL 1.16, it
 is inline in `GRPOTrainer._generate_and_score_completions` (generation, reward and model calls around it). We
 take that method's source with `inspect.getsource` and cut out, verbatim, its two IS pieces:
@@ -110,7 +113,17 @@ def run_case(case: dict) -> dict:
 
 
 def main() -> int:
-    payload = json.load(sys.stdin)
+    if sys.argv[1:] == ["--serve"]:  # one request per line, one answer per line: TRL imported once per session
+        for line in sys.stdin:
+            if line.strip():
+                answer(json.loads(line))
+                sys.stdout.flush()
+        return 0
+    answer(json.load(sys.stdin))
+    return 0
+
+
+def answer(payload: dict) -> None:
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig) if f.name.startswith("vllm_importance")}
     results = []
     for case in payload.get("cases", []):
@@ -124,7 +137,6 @@ def main() -> int:
     json.dump({"trl_version": trl.__version__, "defaults": defaults, "is_block": IS_BLOCK,
                "results": results}, sys.stdout)
     sys.stdout.write("\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ def resolve(values: list) -> list:
     return [v.fn() if isinstance(v, Later) else v for v in values]
 
 
-def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool = False) -> Callable[..., Any]:
+def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool = False,
+           turn_only: bool = False) -> Callable[..., Any]:
     """``fn`` as a two-step generator (one step when it returned no :class:`Later`).
 
     With ``defer_s`` 0 the plots come in the one answer, and ``fn`` stays a plain function
@@ -51,7 +52,12 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
 
     A visitor who moves on before the second step (←/→ pressed twice in presenter mode) must
     not be sent back: every staged event of a browser session takes a number, and a second
-    step that a newer event of the same session has overtaken is dropped. The session comes from Gradio's request, asked for through the signature."""
+    step that a newer event of the same session has overtaken is dropped. The session comes from Gradio's request, asked for through the signature.
+
+    ``turn_only``: ``fn`` answers only the turn's outputs, which every staged event sets, so when a newer
+    one has overtaken it before its first answer went out, it sends nothing at all. For an event that may
+    run twice at once (``trigger_mode="multiple"``: ``n n`` in presenter mode), whose answers could
+    otherwise arrive in the other order."""
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     n_pos = sum(1 for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD))
@@ -64,6 +70,9 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
         session = getattr(request, "session_hash", None)
         ticket = _take_ticket(session)
         values = fn(*args, **kwargs)
+        if turn_only and _overtaken(session, ticket):
+            yield [gr.skip()] * len(values)
+            return
         if defer_s > 0 and any(isinstance(v, Later) for v in values):
             yield [gr.skip() if isinstance(v, Later) else v for v in values]
             t0 = time.monotonic()

@@ -81,9 +81,13 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
 
     # n / N: the page names a note by its place; the server opens its turn with its range selected.
     # Staged like every turn switch, so it overtakes a switch still in its plot step: that step's last
-    # answer (the turn it opened, sent again with the plots) would otherwise draw the old turn over it
-    carrier.click(staged(h.on_page, settings.plot_defer_s), [b.key, notes_state], b.turn_outputs,
-                  api_name="talk_note", **quiet, **b.shows)
+    # answer (the turn it opened, sent again with the plots) would otherwise draw the old turn over it.
+    # trigger_mode "multiple": Gradio's default for a click ("once") drops a trigger while the previous
+    # one is still pending, so a second n pressed before the first note's answer had completed was lost
+    # (the callout said note 2, the tokens stayed on note 1); "always_last" would re-send the first
+    # press's data. Each press runs; an older one overtaken before it answers sends nothing (turn_only).
+    carrier.click(staged(h.on_page, settings.plot_defer_s, turn_only=True), [b.key, notes_state], b.turn_outputs,
+                  api_name="talk_note", trigger_mode="multiple", **quiet, **b.shows)
     # → / ← with a deck: the page names a step; the server opens its rollout, then its Drift / Compare tab
     after = [c for c in ((cmp.outputs if cmp else []) + (drift.outputs + drift.cost_outputs if drift else []))]
 
