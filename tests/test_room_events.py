@@ -97,3 +97,44 @@ def test_a_new_session_does_not_configure_every_block_up_front(no_wait_app, monk
     got = {c["id"]: c for c in session.components}
     assert got.keys() == want.keys()
     assert all(got[i] == want[i] for i in want if i not in ins_outs)  # the event's own blocks hold its values
+
+
+def test_events_configure_no_block_and_the_copies_gradio_reads_are_its_own(monkeypatch):
+    # Every event configured blocks again for the session (~0.3 ms each): each State it set (the turn, on
+    # every switch), each block an update replaced (the tool filter's choices, the row list), each block
+    # whose value it set for the first time (≈ 20 on a visitor's first open). Now none; the copies are
+    # made when Gradio's deep-link route asks for them all, equal to what Gradio's own methods make.
+    import asyncio
+
+    from gradio.blocks import BlocksConfig
+    from gradio.state_holder import SessionState
+
+    from viewer.config import Settings
+    from viewer.ui import create_app
+
+    demo = create_app(dataclasses.replace(Settings.from_env(), plot_defer_s=0.0))  # called in-process, as Gradio does
+    fns = {f.api_name: f for f in demo.fns.values()}
+    events = [("open_sample", ["qwen3-tiny", ""]), ("select_turn", [None, 2]), ("select_turn", [None, 3]),
+              ("open_sample", ["smollm2", ""]), ("select_turn", [None, 1])]
+
+    async def run(state):
+        for name, data in events:
+            await demo.process_api(fns[name], data, state=state, root_path="http://127.0.0.1")
+
+    made = []
+    real = BlocksConfig.config_for_block
+    monkeypatch.setattr(BlocksConfig, "config_for_block",
+                        staticmethod(lambda _id, *a, **k: made.append(_id) or real(_id, *a, **k)))
+    lazy = SessionState(demo)
+    asyncio.run(run(lazy))
+    assert made == []
+    eager = SessionState.__new__(SessionState)  # Gradio's own SessionState, unpatched methods throughout
+    getattr(SessionState, "_ri_eager_init", SessionState.__init__)(eager, demo)
+    assert type(eager.config_values) is dict
+    asyncio.run(run(eager))
+    assert len(made) > 200  # Gradio's: every block at the start, then the events' own
+    want = {c["id"]: c for c in eager.components}
+    got = {c["id"]: c for c in lazy.components}
+    assert got.keys() == want.keys() and got == want
+    tool_filter = next(b for b in fns["open_sample"].outputs if getattr(b, "elem_id", None) == "f-tool")
+    assert got[tool_filter._id]["props"]["choices"] != [("(any)", "(any)")]  # the update replaced it, in both
