@@ -20,7 +20,7 @@ from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export
                rescore_panel, signin, talk_panel, template_tab)
 from .store import RolloutStore
 
-__all__ = ["create_app", "launch_kwargs", "lazy_session_config", "quiet_queue_analytics"]
+__all__ = ["create_app", "launch_kwargs", "lazy_session_config", "cheap_skips", "quiet_queue_analytics"]
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -122,6 +122,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     demo.queue(default_concurrency_limit=4)
     quiet_queue_analytics(demo._queue)
     lazy_session_config()
+    cheap_skips()
     return demo
 
 
@@ -152,6 +153,8 @@ class _NoBlocks:
 
 
 _NO_VALUE = object()
+_SKIPPED = object()  # an output a handler skipped, on its way through Gradio's postprocess (cheap_skips)
+_SKIP = {"__type__": "update"}  # gr.skip()
 
 
 class _LazyConfigs(dict):
@@ -259,6 +262,8 @@ def lazy_session_config() -> None:
             self.config_values.build(key, self[key])
 
     def _update_value_in_config(self, key, value):
+        if value is _SKIPPED:  # an output left as it is (cheap_skips): its copy keeps its value
+            return None
         if not isinstance(self.config_values, _LazyConfigs):
             return update_value(self, key, value)
         self.config_values.set_value(key, value)
@@ -268,3 +273,41 @@ def lazy_session_config() -> None:
     cls.__init__, cls.__setitem__, cls._update_config = __init__, __setitem__, _update_config
     cls._update_value_in_config = _update_value_in_config
     cls._ri_lazy_config = True
+
+
+def cheap_skips() -> None:
+    """Make an output a handler skips (``gr.skip()``) cost nothing in the events that send serialised values.
+
+    Gradio reads ``gr.skip()`` as an update of no props, and builds a new component for the session from
+    the old one's arguments (plus its config copy): ~1.5-2 ms of server CPU per skipped output. The
+    browse events skip outputs on every answer (a two-step answer's first step skips the plots: 3 on an
+    open, 1 on a turn switch; an open skips the hidden row list), so a room of visitors paid it on most
+    events. In an event with ``postprocess=False`` (``Browse.shows``) a skipped output now passes Gradio's
+    postprocess as a marker that nothing reads and is sent as Gradio sends a skip (``{"__type__":
+    "update"}``); the session keeps its component (the one Gradio would have built has the same props;
+    tests/test_room_events.py compares the messages and the session copies with Gradio's own)."""
+    from gradio.blocks import Blocks
+
+    if getattr(Blocks, "_ri_cheap_skips", False):
+        return
+    real = Blocks.postprocess_data
+
+    async def postprocess_data(self, block_fn, predictions, state):
+        if block_fn.postprocess or block_fn.batch or not isinstance(predictions, (list, tuple)) \
+                or len(block_fn.outputs) < 2 or len(predictions) != len(block_fn.outputs):
+            return await real(self, block_fn, predictions, state)
+        at = [i for i, (v, b) in enumerate(zip(predictions, block_fn.outputs))
+              if isinstance(v, dict) and v == _SKIP and not b.stateful]
+        if not at:
+            return await real(self, block_fn, predictions, state)
+        predictions = list(predictions)
+        for i in at:
+            predictions[i] = _SKIPPED
+        out = await real(self, block_fn, predictions, state)
+        for i in at:
+            out[i] = dict(_SKIP)
+        return out
+
+    Blocks._ri_real_postprocess_data = real
+    Blocks.postprocess_data = postprocess_data
+    Blocks._ri_cheap_skips = True
