@@ -155,13 +155,14 @@ def main() -> None:
     table = token_table(tok)
     turn = make_turn(a.tokens)
     build_s, payload = time_payload(turn, table)
-    text = "".join(json.loads(payload)["t"])
+    text = json.loads(payload)["tx"]  # every token's text, joined (the payload's one string)
     print(f"payload: {a.tokens:,} tokens built in {build_s:.3f} s (median of 5), {len(payload) / 1e6:.2f} MB JSON")
 
     from playwright.sync_api import sync_playwright
 
     css = (ROOT / "viewer/ui/assets/app.css").read_text()
-    js = (ROOT / "viewer/ui/assets/token_view.js").read_text()
+    # the view as the app runs it: the payload's reader (token_payload.js), then token_view.js
+    js = "\n".join((ROOT / "viewer/ui/assets" / f).read_text() for f in ("token_payload.js", "token_view.js"))
     html = HARNESS.replace("%CSS%", css).replace("%JS%", js)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)

@@ -3,6 +3,7 @@ import html
 import json
 
 import pytest
+from tv_payload import expand
 
 
 def _outputs(result):
@@ -20,7 +21,7 @@ def test_opens_bundled_sample(client):
     rows = out["table"]["data"]
     kinds = [r[2] for r in rows]
     assert kinds[0].startswith("bookkeeping") and "agent" in kinds  # the title call is listed, not dropped
-    payload = json.loads(out["view"])
+    payload = expand(out["view"])
     assert payload["prompt_len"] > 0 and len(payload["ids"]) == len(payload["t"]) == len(payload["k"])
     assert payload["trained"] is True and 1 in payload["k"]  # opens on a trained turn
     assert out["lp_plot"]["type"] == "plotly" and out["hist"]["type"] == "plotly"
@@ -30,7 +31,7 @@ def test_opens_bundled_sample(client):
 def test_select_turn_returns_that_turn(client):
     client.predict("qwen3-tiny", "", api_name="/open_sample")
     turn, view, lp_plot, convo = client.predict(3, api_name="/select_turn")
-    payload = json.loads(view)
+    payload = expand(view)
     assert turn == 3 and payload["turn"] == 3
     assert payload["trained"] is False and 1 not in payload["k"]  # final answer: no tool call, no gradient
     assert "Turn 3" in convo
@@ -51,7 +52,7 @@ def test_upload_of_hostile_capture_is_escaped(client, hostile_capture):
     out = _outputs(client.predict(files, "", api_name="/open_upload"))
     assert "<img" not in out["convo"] and "&lt;img src=x" in out["convo"]
     assert "<" not in out["view"]  # token data travels as inert JSON
-    payload = json.loads(out["view"])
+    payload = expand(out["view"])
     joined = "".join(payload["t"][payload["prompt_len"]:])
     assert "<img src=x onerror=" in joined  # the exact text is still there for textContent
 
@@ -102,7 +103,7 @@ def test_ids_outside_vocab_are_shown_hatched_and_explained(client, tmp_path):
     rec["logprobs"][1]["token"] = "token_id:999999"
     (folder / "trace.json").write_text(json.dumps([rec]))
     out = _outputs(client.predict([handle_file(str(folder / "trace.json"))], "", api_name="/open_upload"))
-    payload = json.loads(out["view"])
+    payload = expand(out["view"])
     pos = payload["prompt_len"] + 1
     assert payload["oov"] == [pos] and payload["ids"][pos] == 999_999
     assert "999999" in payload["t"][pos]  # a visible placeholder, not an empty string

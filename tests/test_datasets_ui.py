@@ -1,11 +1,11 @@
 """The Datasets tab through the app's HTTP API: open a local Harbor file, page, open a row."""
-import json
 import os
 import shutil
 
 import pytest
 
 from _row_fixtures import HARBOR
+from tv_payload import expand
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_open_local_harbor_file_and_select_row(ds_client):
     out = ds_client.predict(1, api_name="/ds_open_row")
     header, convo, done = out[0], out[-2], out[-1]
     assert "harbor.json row 1" in header and "Opened row 1" in done
-    payload = json.loads(out[-4])
+    payload = expand(out[-4])
     assert payload["prompt_len"] > 0 and 1 in payload["k"]  # derived mask: the reply is trainable
     assert "str_replace_editor" in convo or "Turn" in convo
 

@@ -4,8 +4,6 @@ Inputs are made here: a one-call capture tokenised with the real Qwen3 tokenizer
 counted below from the same texts), and a scan result written out by hand."""
 from __future__ import annotations
 
-import json
-
 import gradio as gr
 import pytest
 
@@ -15,6 +13,7 @@ from viewer.drift.results import SCAN_COLUMNS
 from viewer.tokenizer import render_prompt_ids
 from viewer.ui import drift_handlers as dh
 from viewer.ui.store import RolloutStore
+from tv_payload import expand
 
 SKIP = gr.skip()
 
@@ -42,7 +41,7 @@ def test_turn_panel_show_gives_the_turns_report_and_its_trainer_row(opened):
     # one agent call that ends in a tool call: one trainer row, prompt + output, the output trained
     label = f"row 0 · turns 0 · {p + o} tokens · {o} trained"
     assert pick.value == label and [c[0] for c in pick.choices] == [label]
-    d = json.loads(payload)
+    d = expand(payload)
     assert d["prompt_len"] == p and len(d["ids"]) == p + o and d["k"] == [0] * p + [1] * o
     assert d["output_source"] == label and d["trained"] is True
     # a turn the rollout does not have, or nothing open: the empty view, the picker cleared

@@ -8,6 +8,7 @@ import pytest
 
 from viewer.config import SAMPLE_DIR
 from viewer.sources import load_source
+from tv_payload import expand
 
 SAMPLE = SAMPLE_DIR / "qwen3-tiny"
 
@@ -33,7 +34,7 @@ def test_drift_turn_shows_special_token_case(client):
     assert "special_token" in html and "&lt;tool_call&gt;" in html
     assert "<tool_call>" not in html  # only ever escaped
     assert "vLLM-style render" in html and "plain TRL-style render" in html
-    payload = json.loads(row_view)  # the trainer row token view payload
+    payload = expand(row_view)  # the trainer row token view payload
     assert len(payload["ids"]) == len(payload["k"]) and set(payload["k"]) <= {0, 1, 2}
 
 
@@ -59,7 +60,7 @@ def test_drift_trainer_selector_gives_trls_rows(client):
     _, html, labels, row_view = client.predict("trl-message", "tool-calls", api_name="/drift_turn")
     assert 'data-trainer="trl-message"' in html and "TRL 1.14.0" in html and "train turns: tool-calls" in html
     assert 'data-rows="1" data-losing="165"' in html and "not in chain" in html  # the text answer
-    payload = json.loads(row_view)
+    payload = expand(row_view)
     assert sum(1 for k in payload["k"] if k == 1) == 77
     _, html, _, _ = client.predict("trl-message", "all", api_name="/drift_turn")
     assert 'data-rows="1" data-losing="242"' in html and "not in chain" not in html

@@ -14,6 +14,7 @@ import pytest
 from viewer.cli import main
 from viewer.config import SAMPLE_DIR
 from viewer.talk.export import parse_tok, parse_turns
+from tv_payload import expand
 
 SAMPLE = SAMPLE_DIR / "qwen3-tiny"
 
@@ -57,7 +58,7 @@ def test_file_carries_the_trace_values_and_fetches_nothing(tmp_path):
     html = _export(tmp_path, SAMPLE, "--turns", "1-2", "--mode", "logprob")
     trace = json.loads((SAMPLE / "trace.json").read_text())
     for k in (1, 2):
-        d = _json_tag(html, f"p-r0-{k}")
+        d = expand(_json_tag(html, f"p-r0-{k}"))
         rec = trace[k]
         assert d["ids"] == rec["prompt_token_ids"] + rec["completion_token_ids"]
         p = len(rec["prompt_token_ids"])

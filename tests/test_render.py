@@ -6,6 +6,7 @@ from hostile import HOSTILE
 from viewer import render
 from viewer.rollout import Problem, Rollout, TopLogprob, Turn
 from viewer.tokens import TurnTokens
+from tv_payload import expand
 
 
 def _turn(texts):
@@ -75,7 +76,7 @@ def test_token_payload_is_inert_json_that_round_trips():
                     special=[False] * (2 + len(HOSTILE)), prompt_len=2, exact_text=True, alt_texts={99: HOSTILE[0]})
     s = render.token_view_payload(turn, tt, render.ViewOptions(low=-2.5, context_tail=512))
     assert "<" not in s  # no tag can start anywhere in the payload
-    d = json.loads(s)
+    d = expand(s)
     assert d["t"][2:] == HOSTILE  # exact text survives for textContent
     assert d["k"] == [0, 0] + [1] * len(HOSTILE)
     assert d["alt"]["99"] == HOSTILE[0]
@@ -86,8 +87,8 @@ def test_token_payload_kinds_follow_mask_and_untrained_turns():
     turn = Turn(index=0, call=1, trained=False, prompt_ids=[5], output_ids=[6, 7, 8],
                 logprobs=[-0.1, None, float("nan")], mask=[1, 0, 1])
     tt = TurnTokens([5, 6, 7, 8], ["p", "a", "b", "c"], [True, False, False, False], 1, True)
-    d = json.loads(render.token_view_payload(turn, tt, render.ViewOptions(low=-2.5, context_tail=0, focus=(2, 3),
-                                                                          mode="logprob")))
+    d = expand(render.token_view_payload(turn, tt, render.ViewOptions(low=-2.5, context_tail=0, focus=(2, 3),
+                                                                      mode="logprob")))
     assert d["k"] == [0, 1, 2, 1]
     assert d["lp"] == [None, -0.1, None, None]  # NaN never reaches JSON (it would be invalid)
     assert d["sp"] == [0] and d["trained"] is False and d["focus"] == [2, 3] and d["mode"] == "logprob"
@@ -183,7 +184,7 @@ def test_trainer_row_payload_is_inert_and_follows_mask(qwen3):
     for label, row in labelled:
         payload = render.row_view_payload(row, token_table(qwen3), turn=1, label=HOSTILE[0])
         assert "<" not in payload
-        d = json.loads(payload)
+        d = expand(payload)
         assert len(d["ids"]) == len(d["t"]) == len(d["k"]) == len(d["lp"]) == len(row.input_ids)
         assert [k == 1 for k in d["k"]] == [bool(m) for m in row.completion_mask]
         assert d["output_source"] == HOSTILE[0]

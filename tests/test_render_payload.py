@@ -1,5 +1,6 @@
-"""The token view's payload from value objects (viewer/render/payload.py): the JSON is the one
-main built from 24 keyword arguments, byte for byte, and the kind codes are the JS's."""
+"""The token view's payload from value objects (viewer/render/payload.py): its compact columns
+(``"v": 2``) read back (tests/tv_payload.py) are the JSON main built from 24 keyword arguments, byte
+for byte, and the kind codes are the JS's."""
 from __future__ import annotations
 
 import hashlib
@@ -7,8 +8,10 @@ import json
 import re
 from pathlib import Path
 
+from tv_payload import expand
 from viewer import render
 from viewer.config import Settings
+from viewer.render.escape import safe_json
 from viewer.render.payload import Kind
 from viewer.rollout import TopLogprob, Turn
 from viewer.tokens import TurnTokens
@@ -29,12 +32,21 @@ def test_a_hand_made_turn_gives_the_payload_written_out_here():
     # worked by hand: prompt = context (0); output mask 1, 0, 1 = trained (1), no gradient (2), trained;
     # logprobs rounded to 4 places, null on the prompt and where none was recorded; empty top-k
     # lists left out; a page is at least 1000 tokens; "<" escaped so no tag can start
-    want = (r'{"v":1,"turn":3,"trained":true,"kind":"agent","role":"main","prompt_len":2,'
+    # main's payload (v1), per-position lists:
+    main = (r'{"v":1,"turn":3,"trained":true,"kind":"agent","role":"main","prompt_len":2,'
             r'"prompt_source":"engine","output_source":"engine","exact":true,"ids":[5,6,7,8,9],'
             r'"t":["\u003ca>","b","c","d","\n"],"sp":[0,4],"k":[0,0,1,2,1],"lp":[null,null,-0.5,-1.2346,null],'
             r'"top":{"2":[[7,-0.5],[42,-2.0]]},"alt":{"42":"z"},"oov":[3],"low":-2.5,"tail":1,"page":1000,'
             r'"focus":[2,4],"mode":"logprob","modes":["mask","logprob"],"note":"n","link":"source=x&turn=3"}')
+    # compact (v2), worked by hand from it: the texts as one string and their lengths; kinds as runs
+    # (two 0s, one 1, one 2, one 1); the logprobs as the one run of values, from position 2
+    want = (r'{"v":2,"turn":3,"trained":true,"kind":"agent","role":"main","prompt_len":2,'
+            r'"prompt_source":"engine","output_source":"engine","exact":true,"ids":[5,6,7,8,9],'
+            r'"tx":"\u003ca>bcd\n","tl":[3,1,1,1,1],"sp":[0,4],"kr":[0,2,1,1,2,1,1,1],"lr":[[2,[-0.5,-1.2346]]],'
+            r'"top":{"2":[[7,-0.5],[42,-2.0]]},"alt":{"42":"z"},"oov":[3],"low":-2.5,"tail":1,"page":1000,'
+            r'"focus":[2,4],"mode":"logprob","modes":["mask","logprob"],"note":"n","link":"source=x&turn=3"}')
     assert render.token_view_payload(turn, tt, view) == want
+    assert safe_json({**expand(want), "v": 1}) == main
     # the same through token_payload's value object, as a caller without a Turn builds it
     tv = render.TokenView(
         render.Tokens([5, 6, 7, 8, 9], ["<a>", "b", "c", "d", "\n"], [0, 0, 1, 2, 1], special=tt.special, oov=[3]),
@@ -84,11 +96,37 @@ def _sample_payloads():
                         view=render.ViewOptions.from_settings(s))
 
 
-def test_bundled_samples_payloads_are_byte_identical_to_mains():
+def _as_main(payload: str) -> str:
+    """The compact payload read back into main's per-position lists, as main serialised it."""
+    return safe_json({**expand(payload), "v": 1})
+
+
+def test_bundled_samples_payloads_read_back_byte_identical_to_mains():
     want = json.loads((REPO / "tests" / "data" / "token_payloads_main.json").read_text())["cases"]
-    got = {case: {"sha256": hashlib.sha256(p.encode()).hexdigest(), "len": len(p)} for case, p in _sample_payloads()}
+    got, sizes = {}, []
+    for case, p in _sample_payloads():
+        m = _as_main(p)
+        got[case] = {"sha256": hashlib.sha256(m.encode()).hexdigest(), "len": len(m)}
+        sizes.append((len(p), len(m)))
     assert len(want) > 40 and any("/row" in c for c in want) and any(c.endswith("/delta") for c in want)
     assert got == want
+    # and it is smaller: every case, and by a third over all of them (a turn's prompt: 0s and nulls)
+    assert all(a < b for a, b in sizes) and sum(a for a, _ in sizes) < 0.67 * sum(b for _, b in sizes)
+
+
+def test_texts_are_cut_at_utf16_lengths_and_runs_cover_every_position():
+    # astral characters (2 UTF-16 units in the browser, 1 in Python), an empty text, a lone prompt,
+    # logprob runs broken by a missing value and a NaN
+    texts = ["😀", "", "a😀b", "é", "\n", "x"]
+    turn = Turn(index=0, call=1, trained=True, prompt_ids=[1], output_ids=[2, 3, 4, 5, 6],
+                logprobs=[-0.25, None, -1.0, float("nan"), -2.0], mask=[1, 1, 0, 0, 1])
+    tt = TurnTokens([1, 2, 3, 4, 5, 6], texts, [False] * 6, 1, True)
+    p = render.token_view_payload(turn, tt, render.ViewOptions())
+    d = json.loads(p)
+    assert d["tx"] == "😀a😀bé\nx" and d["tl"] == [2, 0, 4, 1, 1, 1]
+    assert d["kr"] == [0, 1, 1, 2, 2, 2, 1, 1] and d["lr"] == [[1, [-0.25]], [3, [-1.0]], [5, [-2.0]]]
+    e = expand(p)
+    assert e["t"] == texts and e["k"] == [0, 1, 1, 2, 2, 1] and e["lp"] == [None, -0.25, None, -1.0, None, -2.0]
 
 
 def _js_kinds() -> dict[str, int]:

@@ -2,7 +2,6 @@
 and the trainer rows (hand-worked expectations; the rule is Turn.loss_mask's docstring)."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -11,6 +10,7 @@ from viewer.drift import choose_spec, trainer_rows
 from viewer.plots import turn_mask
 from viewer.rollout import Rollout, Turn
 from viewer.tokens import turn_tokens
+from tv_payload import expand
 
 # (mask recorded, trained flag, 3 output tokens) -> the per-token loss mask by hand
 CASES = [
@@ -35,7 +35,7 @@ def test_every_reader_of_the_mask_agrees(mask, trained, want):
     assert turn_mask(t) == want                                          # plots
     ro = Rollout(source="x", format="test", turns=[t])
     assert ro.stats()["trained_tokens"] == sum(want)                     # summary
-    payload = json.loads(render.token_view_payload(t, turn_tokens(t, None),
+    payload = expand(render.token_view_payload(t, turn_tokens(t, None),
                                                    render.ViewOptions(low=-2.5, context_tail=512)))
     assert payload["k"][2:] == [1 if m else 2 for m in want]             # token view: 1 trained, 2 not
     tr = trainer_rows(ro, choose_spec(ro, "trl-contract"), None)         # trainer rows (per-token mask)

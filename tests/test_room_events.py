@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from conftest import free_port
+from tv_payload import expand
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +98,116 @@ def test_a_new_session_does_not_configure_every_block_up_front(no_wait_app, monk
     got = {c["id"]: c for c in session.components}
     assert got.keys() == want.keys()
     assert all(got[i] == want[i] for i in want if i not in ins_outs)  # the event's own blocks hold its values
+
+
+def test_events_configure_no_block_and_the_copies_gradio_reads_are_its_own(monkeypatch):
+    # Every event configured blocks again for the session (~0.3 ms each): each State it set (the turn, on
+    # every switch), each block an update replaced (the tool filter's choices, the row list), each block
+    # whose value it set for the first time (≈ 20 on a visitor's first open). Now none; the copies are
+    # made when Gradio's deep-link route asks for them all, equal to what Gradio's own methods make.
+    import asyncio
+
+    from gradio.blocks import BlocksConfig
+    from gradio.state_holder import SessionState
+
+    from viewer.config import Settings
+    from viewer.ui import create_app
+
+    demo = create_app(dataclasses.replace(Settings.from_env(), plot_defer_s=0.0))  # called in-process, as Gradio does
+    fns = {f.api_name: f for f in demo.fns.values()}
+    events = [("open_sample", ["qwen3-tiny", ""]), ("select_turn", [None, 2]), ("select_turn", [None, 3]),
+              ("open_sample", ["smollm2", ""]), ("select_turn", [None, 1])]
+
+    async def run(state):
+        for name, data in events:
+            await demo.process_api(fns[name], data, state=state, root_path="http://127.0.0.1")
+
+    made = []
+    real = BlocksConfig.config_for_block
+    monkeypatch.setattr(BlocksConfig, "config_for_block",
+                        staticmethod(lambda _id, *a, **k: made.append(_id) or real(_id, *a, **k)))
+    lazy = SessionState(demo)
+    asyncio.run(run(lazy))
+    assert made == []
+    eager = SessionState.__new__(SessionState)  # Gradio's own SessionState, unpatched methods throughout
+    getattr(SessionState, "_ri_eager_init", SessionState.__init__)(eager, demo)
+    assert type(eager.config_values) is dict
+    asyncio.run(run(eager))
+    assert len(made) > 200  # Gradio's: every block at the start, then the events' own
+    want = {c["id"]: c for c in eager.components}
+    got = {c["id"]: c for c in lazy.components}
+    assert got.keys() == want.keys() and got == want
+    tool_filter = next(b for b in fns["open_sample"].outputs if getattr(b, "elem_id", None) == "f-tool")
+    assert got[tool_filter._id]["props"]["choices"] != [("(any)", "(any)")]  # the update replaced it, in both
+
+
+def _demo(defer: float):
+    from viewer.config import Settings
+    from viewer.ui import create_app
+
+    return create_app(dataclasses.replace(Settings.from_env(), plot_defer_s=defer))
+
+
+def _count_components(monkeypatch) -> list:
+    """Every component built from now on (Gradio builds one per updated or skipped output)."""
+    from gradio.blocks import Block
+
+    made, real = [], Block.__init__
+
+    def init(self, *a, **k):
+        made.append(type(self).__name__)
+        real(self, *a, **k)
+
+    monkeypatch.setattr(Block, "__init__", init)
+    return made
+
+
+def test_reopening_a_link_builds_no_component_and_sends_what_gradio_sends(monkeypatch):
+    # Each open rebuilt two components for the session (~1.5-2 ms each): the tool filter (its choices,
+    # an update) and the hidden row list (an update to stay hidden); a gr.skip() built one too.
+    import asyncio
+
+    from gradio.blocks import Blocks
+    from gradio.state_holder import SessionState
+
+    demo = _demo(0.0)
+    fns = {f.api_name: f for f in demo.fns.values()}
+    outs = fns["open_sample"].outputs
+    tools_at, rows_at = (next(i for i, b in enumerate(outs) if getattr(b, "elem_id", None) == e)
+                         for e in ("f-tool", "source-rows"))
+    state = SessionState(demo)
+
+    async def open_():
+        return (await demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=state,
+                                       root_path="http://127.0.0.1"))["data"]
+
+    first = asyncio.run(open_())
+    choices = first[tools_at]["choices"]
+    assert first[tools_at]["__type__"] == "update" and [c[0] for c in choices][:1] == ["(any)"] and len(choices) > 1
+    rows_block = state.blocks_config.blocks[outs[rows_at]._id]
+    made = _count_components(monkeypatch)
+    again = asyncio.run(open_())
+    assert made == []
+    assert again[tools_at] == "(any)"  # the filter reset, its choices already the visitor's
+    assert again[rows_at] == {"__type__": "update"}  # as Gradio sends a skip: the row list stays hidden
+    assert state.blocks_config.blocks[outs[rows_at]._id] is rows_block
+    # Gradio's own postprocess of the same answer: the same message, at the price of building the row list
+    monkeypatch.setattr(Blocks, "postprocess_data", Blocks._ri_real_postprocess_data)
+    assert asyncio.run(open_()) == again and made == ["Dataframe"]
+
+
+def test_a_two_step_answers_first_step_builds_no_plot(monkeypatch):
+    # With the plots held back (the default), the first step skips them: each skip built a gr.Plot.
+    import asyncio
+
+    from gradio.state_holder import SessionState
+
+    demo = _demo(0.4)
+    fns = {f.api_name: f for f in demo.fns.values()}
+    state = SessionState(demo)
+    asyncio.run(demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=state, root_path="http://127.0.0.1"))
+    made = _count_components(monkeypatch)
+    got = asyncio.run(demo.process_api(fns["select_turn"], [None, 2], state=state, root_path="http://127.0.0.1"))
+    plot_at = next(i for i, b in enumerate(fns["select_turn"].outputs) if getattr(b, "elem_id", None) == "logprob-plot")
+    assert got["is_generating"] and got["data"][plot_at] == {"__type__": "update"}
+    assert expand(got["data"][plot_at - 1])["turn"] == 2 and made == []

@@ -1,12 +1,12 @@
 """The Template tab (certify's report card) through its HTTP API and in a real browser."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from viewer import render
 from viewer.config import Settings
+from tv_payload import expand
 
 
 def test_card_escapes_and_views_mark_the_divergence():
@@ -29,7 +29,7 @@ def test_card_escapes_and_views_mark_the_divergence():
     seq = {"check": "trl_rerender", "turn": 1, "a": a_ids, "b": b_ids, "a_label": "held", "b_label": "next",
            "position": 2, "prompt_len": 1}
     a, b = render.certify_views(seq, token_table(tok), Settings())
-    pa, pb = json.loads(a), json.loads(b)
+    pa, pb = expand(a), expand(b)
     assert pa["focus"] == [2, 2] and pb["focus"] == [2, 2] and pa["ids"] == a_ids and pb["ids"] == b_ids
     assert "</script" not in b  # the payload escapes "<"
 
@@ -39,7 +39,7 @@ def test_certify_api_shows_qwen3_card_and_a_failing_case(client):
     assert "ri-cert-table" in card and "think_dropped" in card and "plain_chat" in card
     case = case.get("value") if isinstance(case, dict) else case  # a Dropdown update comes as its props
     assert case.startswith("plain_chat · fail")  # the first failing case opens
-    pa, pb = json.loads(view_a), json.loads(view_b)
+    pa, pb = expand(view_a), expand(view_b)
     k = pa["focus"][0]
     assert pa["ids"][:k] == pb["ids"][:k] and pa["ids"][k] != pb["ids"][k]
     assert pa["t"][k] == "<think>"

@@ -130,8 +130,10 @@ def export_html(doc: Any) -> str:
             convs.append(f'<section class="ri-x-conv" id="c-{part.key}-{t}" hidden>{conversation_html(tp.turn)}'
                          "</section>")
     statics = [_static(k, s, parts) for k, s in enumerate(doc.steps)]
-    scripts = [_host("riTokenView", _asset("token_view.js")) + _host("riPresenter", _asset("presenter.js"))
-               + _asset("export.js")]
+    # token_payload.js: riExpandTokens (a function declaration, so defined before any of it runs), which
+    # the view and export.js's plot both call
+    scripts = [_host("riTokenView", _asset("token_view.js")) + _asset("token_payload.js")
+               + _host("riPresenter", _asset("presenter.js")) + _asset("export.js")]
     css = _asset("app.css") + "\n" + _asset("export.css")
     nav = ("<div class='ri-x-nav' id='ri-x-nav'><button class='ri-btn' id='prev-turn'>◀ prev</button>"
            "<span id='ri-x-where'></span><button class='ri-btn' id='next-turn'>next ▶</button>"

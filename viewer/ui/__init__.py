@@ -5,6 +5,7 @@ launch time (theme, css, js, limits) so app.py and the tests launch identically.
 """
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export
                rescore_panel, signin, talk_panel, template_tab)
 from .store import RolloutStore
 
-__all__ = ["create_app", "launch_kwargs", "lazy_session_config", "quiet_queue_analytics"]
+__all__ = ["create_app", "launch_kwargs", "lazy_session_config", "cheap_skips", "quiet_queue_analytics"]
 
 ASSETS = Path(__file__).parent / "assets"
 
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     demo.queue(default_concurrency_limit=4)
     quiet_queue_analytics(demo._queue)
     lazy_session_config()
+    cheap_skips()
     return demo
 
 
@@ -150,20 +152,52 @@ class _NoBlocks:
         return getattr(self._real, name)
 
 
-class _LazyConfigs(dict):
-    """A session's per-block config copies (SessionState.config_values), each made when first read.
+_NO_VALUE = object()
+_SKIPPED = object()  # an output a handler skipped, on its way through Gradio's postprocess (cheap_skips)
+_SKIP = {"__type__": "update"}  # gr.skip()
 
-    Gradio reads one entry when an event's input or output sets its value, and all of them only for its
-    own deep-link button (`components`, through items()), which fills in every block then, as Gradio
-    would have at the session's start (a block replaced by an update is configured when it is)."""
+
+class _LazyConfigs(dict):
+    """A session's per-block config copies (SessionState.config_values), each made when read.
+
+    Gradio writes these on every event: a block's config (``config_for_block``: props, three API
+    descriptions, ~0.3 ms) when a State is set (each turn switch), when an update replaces a block,
+    and the first time an event sets a block's value, whose value it then writes into the copy. It
+    reads them only for its deep-link button (``SessionState.components``, through items()), which this
+    app does not show. So each write is kept as its recipe (the block object Gradio would configure
+    then, and the value written since) and the copies are made, as Gradio would have made them, when
+    something asks for them all (tests/test_room_events.py compares the result with Gradio's own)."""
 
     def __init__(self, session, ids):
         super().__init__()
         self._session, self._ids = session, ids
+        self._todo: dict = {}  # block id -> [block object to configure, value to write or _NO_VALUE]
+
+    def build(self, key, block) -> None:
+        """Gradio's ``config_values[key] = config_for_block(key, [], block)``, when read."""
+        dict.pop(self, key, None)
+        self._todo[key] = [block, _NO_VALUE]
+
+    def set_value(self, key, value) -> None:
+        """Gradio's ``_update_value_in_config``: configure the block now in the session if it has no
+        copy yet, then write ``value`` as its props' value (both when read)."""
+        if dict.__contains__(self, key):
+            conf = dict.__getitem__(self, key)
+            if "props" in conf:
+                conf["props"]["value"] = value
+            return
+        todo = self._todo.setdefault(key, [self._session.blocks_config.blocks[key], _NO_VALUE])
+        todo[1] = value
 
     def _fill(self) -> None:
         bc = self._session.blocks_config
-        for k, v in bc.blocks.items():
+        for k, (block, value) in list(self._todo.items()):
+            conf = bc.config_for_block(k, [], block)
+            if value is not _NO_VALUE and "props" in conf:
+                conf["props"]["value"] = value
+            dict.__setitem__(self, k, conf)
+        self._todo.clear()
+        for k, v in bc.blocks.items():  # never written: as the session's start made them
             if k in self._ids and not dict.__contains__(self, k):
                 dict.__setitem__(self, k, bc.config_for_block(k, [], v))
 
@@ -185,26 +219,95 @@ class _LazyConfigs(dict):
 
 
 def lazy_session_config() -> None:
-    """Stop Gradio configuring every block of the page for each new session.
+    """Stop Gradio configuring blocks for each session on every event.
 
     A session's first event made ``SessionState``, which computed each of the page's ~230 blocks'
     config (props, three API descriptions) for Gradio's deep-link button, which this app does not use:
     ~60 ms of server CPU per new visitor at load 7 (≈ 11 ms on an idle core), holding the GIL while 16
-    visitors' first events waited (bench/bench_room.py's open p95), and ≈ 450 KiB kept per session. Now
-    each block's copy is made when an event first sets its value (what Gradio reads per event), and
-    the rest only if something asks for them all (tests/test_room_events.py). Patches Gradio's class
-    once per process; every app in it gets the same behaviour."""
+    visitors' first events waited (bench/bench_room.py's open p95), and ≈ 450 KiB kept per session; and
+    every event then configured again each State it set, each block an update replaced and each block
+    whose value it set for the first time (≈ 20 blocks per visitor's first open, 1-2 per turn switch).
+    Now a session's copies are made only if something asks for them all (:class:`_LazyConfigs`;
+    tests/test_room_events.py). Patches Gradio's class once per process; every app in it gets the same
+    behaviour (a session made without the patch keeps Gradio's own methods)."""
     from gradio import state_holder
+    from gradio.components import State
 
     cls = state_holder.SessionState
     if getattr(cls, "_ri_lazy_config", False):
         return
-    eager = cls.__init__
+    eager, setitem, update_config, update_value = (cls.__init__, cls.__setitem__, cls._update_config,
+                                                   cls._update_value_in_config)
 
     def __init__(self, blocks):
         eager(self, _NoBlocks(blocks))
         self.config_values = _LazyConfigs(self, set(blocks.blocks))
 
+    def __setitem__(self, key, value):  # Gradio's, with the config copy left to _LazyConfigs
+        if not isinstance(self.config_values, _LazyConfigs):
+            return setitem(self, key, value)
+        block = self.blocks_config.blocks.get(key)
+        if isinstance(block, State):
+            self._state_ttl[key] = (block.time_to_live, datetime.datetime.now())
+            self.state_data[key] = value
+        else:
+            self.blocks_config.blocks[key] = value
+        if block:
+            self.config_values.build(key, block)
+
+    def _update_config(self, key):
+        if not isinstance(self.config_values, _LazyConfigs):
+            return update_config(self, key)
+        if self[key] is not None:
+            self.config_values.build(key, self[key])
+
+    def _update_value_in_config(self, key, value):
+        if value is _SKIPPED:  # an output left as it is (cheap_skips): its copy keeps its value
+            return None
+        if not isinstance(self.config_values, _LazyConfigs):
+            return update_value(self, key, value)
+        self.config_values.set_value(key, value)
+
+    cls._ri_eager = (eager, setitem, update_config, update_value)
     cls._ri_eager_init = eager
-    cls.__init__ = __init__
+    cls.__init__, cls.__setitem__, cls._update_config = __init__, __setitem__, _update_config
+    cls._update_value_in_config = _update_value_in_config
     cls._ri_lazy_config = True
+
+
+def cheap_skips() -> None:
+    """Make an output a handler skips (``gr.skip()``) cost nothing in the events that send serialised values.
+
+    Gradio reads ``gr.skip()`` as an update of no props, and builds a new component for the session from
+    the old one's arguments (plus its config copy): ~1.5-2 ms of server CPU per skipped output. The
+    browse events skip outputs on every answer (a two-step answer's first step skips the plots: 3 on an
+    open, 1 on a turn switch; an open skips the hidden row list), so a room of visitors paid it on most
+    events. In an event with ``postprocess=False`` (``Browse.shows``) a skipped output now passes Gradio's
+    postprocess as a marker that nothing reads and is sent as Gradio sends a skip (``{"__type__":
+    "update"}``); the session keeps its component (the one Gradio would have built has the same props;
+    tests/test_room_events.py compares the messages and the session copies with Gradio's own)."""
+    from gradio.blocks import Blocks
+
+    if getattr(Blocks, "_ri_cheap_skips", False):
+        return
+    real = Blocks.postprocess_data
+
+    async def postprocess_data(self, block_fn, predictions, state):
+        if block_fn.postprocess or block_fn.batch or not isinstance(predictions, (list, tuple)) \
+                or len(block_fn.outputs) < 2 or len(predictions) != len(block_fn.outputs):
+            return await real(self, block_fn, predictions, state)
+        at = [i for i, (v, b) in enumerate(zip(predictions, block_fn.outputs))
+              if isinstance(v, dict) and v == _SKIP and not b.stateful]
+        if not at:
+            return await real(self, block_fn, predictions, state)
+        predictions = list(predictions)
+        for i in at:
+            predictions[i] = _SKIPPED
+        out = await real(self, block_fn, predictions, state)
+        for i in at:
+            out[i] = dict(_SKIP)
+        return out
+
+    Blocks._ri_real_postprocess_data = real
+    Blocks.postprocess_data = postprocess_data
+    Blocks._ri_cheap_skips = True

@@ -19,7 +19,7 @@ from ..row_browser import ROW_COLUMNS
 from ..render.shell import first_steps_html
 from ..views import TURN_COLUMNS, turn_view
 from . import rescores
-from .browse_handlers import PROBLEMS, STATUS, Handlers, Slots, dataset_link, link_spec, wire
+from .browse_handlers import PROBLEMS, ROWS, STATUS, TOOLS, Handlers, Slots, dataset_link, link_spec, wire
 from .opening import list_samples, sample_choices
 from .staged import resolve, staged
 from .store import Opened, RolloutStore
@@ -129,6 +129,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     turn_outputs = [turn, turn_no, view, lp_plot, convo]
     outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows, sample] + turn_outputs
     assert outputs[STATUS] is status and outputs[PROBLEMS] is problems  # the failure's places (browse_handlers)
+    assert outputs[TOOLS] is tool_f and outputs[ROWS] is rows  # the components whose props an open updates
     h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
 
     # Browsing only reads shared, cached values: many at once, in one concurrency group of

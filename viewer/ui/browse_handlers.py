@@ -31,10 +31,10 @@ from .opening import open_spec, sample_label
 from .staged import Later, resolve
 from .store import Opened, RolloutStore
 
-__all__ = ["Handlers", "Slots", "wire", "dataset_link", "link_spec", "default_turn", "shown_name", "ROWS_SHOWN",
-           "STATUS", "PROBLEMS"]
+__all__ = ["Handlers", "Slots", "wire", "dataset_link", "link_spec", "default_turn", "shown_name", "session_block",
+           "ROWS_SHOWN", "STATUS", "TOOLS", "PROBLEMS", "ROWS"]
 
-STATUS, PROBLEMS = 2, 8  # places in the outputs (viewer/ui/browse.py checks them)
+STATUS, TOOLS, PROBLEMS, ROWS = 2, 4, 8, 9  # places in the outputs (viewer/ui/browse.py checks them)
 ROWS_SHOWN = 200  # rows of a data file listed on the Tokens tab (the Datasets tab pages through any number)
 
 
@@ -44,6 +44,15 @@ def wire(component, value):
     postprocess=False (``Browse.shows``); such an event's other outputs go through this too."""
     out = component.postprocess(value)
     return out.model_dump() if hasattr(out, "model_dump") else out
+
+
+def session_block(component):
+    """``component`` as the visitor whose event is running holds it now (Gradio's per-session copy, which
+    an update replaces), or None outside an event."""
+    from gradio.context import LocalContext
+
+    blocks = LocalContext.blocks_config.get(None)
+    return blocks.blocks.get(component._id) if blocks is not None else None
 
 
 def dataset_link(label: str, row: int, settings: Settings) -> str:
@@ -163,9 +172,19 @@ class Handlers:
         low = self.settings.low_logprob
         r_plots = (self.plot_later(op, ("turns-plot",), lambda: wire(s.turns_plot, plots.turns_figure(r))),
                    self.plot_later(op, ("histogram",), lambda: wire(s.hist_plot, plots.histogram_figure(r, low=low))))
-        return [op.key, header, status_html, table_df, gr.Dropdown(choices=["(any)"] + tools, value="(any)"),
+        return [op.key, header, status_html, table_df, self.tool_filter(["(any)"] + tools),
                 *r_plots, task_html, problems_html, self.rows_update(op), self.picked_sample(op)
                 ] + self.turn_values(op, idx, focus, mode)
+
+    # An update of a component's props makes Gradio build a new component for the session (~1.5 ms of
+    # server CPU each, most of an open's own work: docs/SPEED.md, room). A room of visitors reopening
+    # one link asks for the props their copies already have: then only the value is sent (or nothing).
+    def tool_filter(self, choices: list[str]):
+        """The tool filter reset to "(any)", listing ``choices``: an update only if the visitor's lists others."""
+        mine = session_block(self.slots.outputs[TOOLS])
+        if mine is not None and list(getattr(mine, "choices", None) or []) == [(str(c), c) for c in choices]:
+            return "(any)"
+        return gr.Dropdown(choices=choices, value="(any)")
 
     def picked_sample(self, op: Opened):
         """The sample picker follows what is open: the sample's name, or empty for anything else."""
@@ -192,8 +211,9 @@ class Handlers:
 
     def rows_update(self, op: Opened):
         got = self.store.derived(op.key, ("rows",), lambda: self.source_rows(op))
-        if got is None:
-            return gr.update(visible=False)
+        if got is None:  # hidden: nothing to send if the visitor's row list is (a capture after a capture)
+            mine = session_block(self.slots.outputs[ROWS])
+            return gr.skip() if mine is not None and mine.visible is False else gr.update(visible=False)
         total, value = got
         more = f" (the first {ROWS_SHOWN}; the Datasets tab pages through all)" if total > ROWS_SHOWN else ""
         return gr.update(value=value, visible=True,

@@ -52,6 +52,7 @@
       D.focus = focus || s.focus || null;
       D.mode = want;
       setTokens(JSON.stringify(D));
+      riExpandTokens(D);  // the plot reads D.lp and D.t (token_payload.js); the view got the compact form
       // A deck step names its colour mode; walking a rollout keeps the one the viewer picked.
       if (DOC.deck || first) { const b = modeButton(want); if (b && !b.classList.contains('on')) b.click(); }
       // drift mode = mask colours with the drift marks on: a deck step says so per step, a rollout once

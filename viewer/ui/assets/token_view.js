@@ -1,5 +1,5 @@
 // Token view: draws one turn's tokens from a JSON string (props.value) built by
-// viewer/render/tokens.py::token_payload. Safe by construction: data only ever reaches
+// viewer/render/tokens.py::token_payload (expanded by riExpandTokens, token_payload.js). Safe by construction: data only ever reaches
 // the DOM through textContent / className, never innerHTML. One delegated hover
 // handler reads the side arrays, so per-token markup is a bare <span class>.
 // What a position is to the trainer (the payload's k), as viewer/render/payload.py::Kind names
@@ -180,7 +180,7 @@ function shown(i) {
 let hasEmpty = false;  // a token with empty text (shown as ∅) in this payload
 function runText(i, j) {
   // shown(i) + ... + shown(j - 1), built as one string (a run is many tokens of one kind).
-  let x = D.t.slice(i, j).join('');
+  let x = D.tx.slice(D.off[i], D.off[j]);  // the texts are one string (token_payload.js)
   if (x.indexOf('\n') >= 0) x = x.replace(/\n/g, '↵\n');
   if (hasEmpty) for (let e = i; e < j; e++) if (D.t[e] === '') return D.t.slice(i, j).map((_, n) => shown(i + n)).join('');
   return x;
@@ -422,13 +422,13 @@ function load() {
   loaded = props.value;
   if (!props.value) { D = null; bar.replaceChildren(); body.replaceChildren(el('span', 'ri-empty', 'No turn selected.')); return; }
   const was = mode;
-  try { D = JSON.parse(props.value); } catch (err) { body.textContent = 'Could not read token data: ' + err; return; }
+  try { D = riExpandTokens(JSON.parse(props.value)); } catch (err) { body.textContent = 'Could not read token data: ' + err; return; }
   // The colour mode stays what the user picked while turns change (a turn's payload carries the
   // default, mask); a payload asking for another (a ?mode= link, a finished rescore's delta) sets it.
   mode = D.mode !== 'mask' || !modeList().includes(was) ? D.mode : was;
   followUrl();
   showAll = false; page = 0; sel = [-1, -1]; detail.textContent = '';
-  spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks(); hasEmpty = D.t.includes('');
+  spSet = new Set(D.sp); oovSet = new Set(D.oov); indexMarks(); hasEmpty = D.tl.includes(0);
   root.dataset.n = String(D.ids.length); root.dataset.prompt = String(D.prompt_len); delete root.dataset.selected;
   root.dataset.marks = String(markSet.size); root.dataset.notes = String(noteSet.size);
   markTurnList();
