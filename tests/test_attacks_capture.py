@@ -423,17 +423,13 @@ def test_pinned_endpoint_keeps_the_name_in_the_host_header(internal_server, monk
         with pytest.raises(httpx.ConnectError):
             c.get(f"http://other.example:{port}/v1/models")
 
-    import asyncio
-    import concurrent.futures
+    import aio
 
     async def go():
         async with httpx.AsyncClient(transport=AsyncPinnedTransport(pin), trust_env=False) as c:
             return (await c.get(f"http://model.example:{port}/health")).status_code
 
-    # In its own thread: once a browser test has run on this pytest worker, the session's Playwright
-    # (sync API) keeps an event loop running in the main thread, and asyncio.run refuses to start there.
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        assert pool.submit(asyncio.run, go()).result(timeout=60) == 200
+    assert aio.run(go()) == 200  # not asyncio.run: tests/aio.py
     assert _Recorder.seen == [("/v1/models", f"model.example:{port}"), ("/health", f"model.example:{port}")]
 
 

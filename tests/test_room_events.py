@@ -105,7 +105,7 @@ def test_events_configure_no_block_and_the_copies_gradio_reads_are_its_own(monke
     # every switch), each block an update replaced (the tool filter's choices, the row list), each block
     # whose value it set for the first time (≈ 20 on a visitor's first open). Now none; the copies are
     # made when Gradio's deep-link route asks for them all, equal to what Gradio's own methods make.
-    import asyncio
+    import aio
 
     from gradio.blocks import BlocksConfig
     from gradio.state_holder import SessionState
@@ -127,12 +127,12 @@ def test_events_configure_no_block_and_the_copies_gradio_reads_are_its_own(monke
     monkeypatch.setattr(BlocksConfig, "config_for_block",
                         staticmethod(lambda _id, *a, **k: made.append(_id) or real(_id, *a, **k)))
     lazy = SessionState(demo)
-    asyncio.run(run(lazy))
+    aio.run(run(lazy))
     assert made == []
     eager = SessionState.__new__(SessionState)  # Gradio's own SessionState, unpatched methods throughout
     getattr(SessionState, "_ri_eager_init", SessionState.__init__)(eager, demo)
     assert type(eager.config_values) is dict
-    asyncio.run(run(eager))
+    aio.run(run(eager))
     assert len(made) > 200  # Gradio's: every block at the start, then the events' own
     want = {c["id"]: c for c in eager.components}
     got = {c["id"]: c for c in lazy.components}
@@ -165,7 +165,7 @@ def _count_components(monkeypatch) -> list:
 def test_reopening_a_link_builds_no_component_and_sends_what_gradio_sends(monkeypatch):
     # Each open rebuilt two components for the session (~1.5-2 ms each): the tool filter (its choices,
     # an update) and the hidden row list (an update to stay hidden); a gr.skip() built one too.
-    import asyncio
+    import aio
 
     from gradio.blocks import Blocks
     from gradio.state_holder import SessionState
@@ -181,33 +181,33 @@ def test_reopening_a_link_builds_no_component_and_sends_what_gradio_sends(monkey
         return (await demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=state,
                                        root_path="http://127.0.0.1"))["data"]
 
-    first = asyncio.run(open_())
+    first = aio.run(open_())
     choices = first[tools_at]["choices"]
     assert first[tools_at]["__type__"] == "update" and [c[0] for c in choices][:1] == ["(any)"] and len(choices) > 1
     rows_block = state.blocks_config.blocks[outs[rows_at]._id]
     made = _count_components(monkeypatch)
-    again = asyncio.run(open_())
+    again = aio.run(open_())
     assert made == []
     assert again[tools_at] == "(any)"  # the filter reset, its choices already the visitor's
     assert again[rows_at] == {"__type__": "update"}  # as Gradio sends a skip: the row list stays hidden
     assert state.blocks_config.blocks[outs[rows_at]._id] is rows_block
     # Gradio's own postprocess of the same answer: the same message, at the price of building the row list
     monkeypatch.setattr(Blocks, "postprocess_data", Blocks._ri_real_postprocess_data)
-    assert asyncio.run(open_()) == again and made == ["Dataframe"]
+    assert aio.run(open_()) == again and made == ["Dataframe"]
 
 
 def test_a_two_step_answers_first_step_builds_no_plot(monkeypatch):
     # With the plots held back (the default), the first step skips them: each skip built a gr.Plot.
-    import asyncio
+    import aio
 
     from gradio.state_holder import SessionState
 
     demo = _demo(0.4)
     fns = {f.api_name: f for f in demo.fns.values()}
     state = SessionState(demo)
-    asyncio.run(demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=state, root_path="http://127.0.0.1"))
+    aio.run(demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=state, root_path="http://127.0.0.1"))
     made = _count_components(monkeypatch)
-    got = asyncio.run(demo.process_api(fns["select_turn"], [None, 2], state=state, root_path="http://127.0.0.1"))
+    got = aio.run(demo.process_api(fns["select_turn"], [None, 2], state=state, root_path="http://127.0.0.1"))
     plot_at = next(i for i, b in enumerate(fns["select_turn"].outputs) if getattr(b, "elem_id", None) == "logprob-plot")
     assert got["is_generating"] and got["data"][plot_at] == {"__type__": "update"}
     assert expand(got["data"][plot_at - 1])["turn"] == 2 and made == []

@@ -189,3 +189,10 @@ def test_every_first_group_names_a_shared_fixture_group_or_a_test_file():
     """A renamed file would silently drop out of the start order (and could end a run alone)."""
     for group in tiers.FIRST_GROUPS:
         assert group in set(tiers.SHARED_FIXTURE_GROUPS.values()) or (REPO / group).is_file(), group
+
+
+def test_tests_run_coroutines_through_aio():
+    """asyncio.run fails on an xdist worker after any browser test (tests/aio.py says why)."""
+    offenders = [p.name for p in (REPO / "tests").glob("*.py")
+                 if p.name not in ("aio.py", "test_tiers.py") and "asyncio.run(" in p.read_text()]
+    assert not offenders, offenders
