@@ -199,5 +199,9 @@ def wire_turn_followers(b: Browse) -> None:
     shown = " || ".join(f"({f[0]})" for f in b.followers)
     b.turn.change(None, None, None, js=f"() => {{ if ({shown}) window.dispatchEvent(new CustomEvent('ri-follow-turn')); }}",
                   api_name="turn_follow_check", api_visibility="private")
+    # trigger_mode "always_last": Gradio's default for a click ("once") drops a trigger while the last
+    # one is still pending, so after → → pressed quickly the panels followed the turn before the last
+    # (the presenter never said "last turn", its drift marks were the turn before's). Deferred, the
+    # trigger runs once the pending one ends, reading the turn shown then.
     carrier.click(follow, inputs, outputs, api_name="turn_follow", api_visibility="private", show_progress="hidden",
-                  **b.fast)
+                  trigger_mode="always_last", **b.fast)
