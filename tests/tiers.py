@@ -180,7 +180,8 @@ def account(item, rep) -> None:
     cpu = _cpu() - _start.pop(item.nodeid)
     marks = {m.name for m in item.iter_markers()} & {"slow", "browser"}
     TIMES[item.nodeid] = {"cpu_s": round(cpu, 2), "wall_s": round(_wall.pop(item.nodeid), 2),
-                          "marks": sorted(marks)}
+                          "marks": sorted(marks), "end": round(time.time(), 1),  # a run's timeline: which worker
+                          "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}  # ran what when
     if isinstance(getattr(rep, "user_properties", None), list):  # how an xdist worker's figure reaches the controller
         rep.user_properties.append(("ri_times", TIMES[item.nodeid]))
     if fast_tier() and not marks and cpu > cpu_budget_s() and rep.passed:
