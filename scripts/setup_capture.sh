@@ -44,3 +44,11 @@ if [ ! -f "$OC/.stamp" ] || [ "$(cat "$OC/.stamp")" != "$OPENCODE_VERSION" ]; th
   (cd "$OC" && npm install --no-audit --no-fund --silent "opencode-ai@$OPENCODE_VERSION")
   echo "$OPENCODE_VERSION" > "$OC/.stamp"
 fi
+
+# The two CPU models the captures and the live tests use, built once into .cache/models (ensure_model
+# is a no-op once a model's .done is there): on a fresh clone the first live test no longer builds
+# them while the other test worker paints its first page (docs/TESTING.md#parallel-runs).
+if [ -x .venv/bin/python ]; then
+  .venv/bin/python -c "import sys; from viewer.capture.models import MODELS, ensure_model
+for m in MODELS: ensure_model(m, sys.argv[1], log=print)" "$VV/bin/python"
+fi
