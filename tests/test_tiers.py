@@ -115,10 +115,10 @@ def test_a_workers_figure_reaches_the_controller(monkeypatch):
 
 
 def test_make_test_runs_two_workers_grouped():
-    """make test-fast runs two pytest-xdist workers, grouped (so shared fixtures start once); make test
-    (what CI runs) one process unless RI_TEST_WORKERS=2 (docs/TESTING.md#parallel-runs: why)."""
+    """make test (what CI runs) and make test-fast run two pytest-xdist workers, grouped (so shared
+    fixtures start once); RI_TEST_WORKERS=0 is one process (docs/TESTING.md#parallel-runs)."""
     make = (REPO / "Makefile").read_text()
-    for target, default in (("test", 0), ("test-fast", 2)):
+    for target, default in (("test", 2), ("test-fast", 2)):
         recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", make, re.M).group(1)
         assert f"RI_TEST_WORKERS=$${{RI_TEST_WORKERS:-{default}}}" in recipe and "scripts/test.sh" in recipe, target
     script = (REPO / "scripts" / "test.sh").read_text()
