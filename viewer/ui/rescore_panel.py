@@ -53,7 +53,8 @@ def cached_note(key: str | None, session: str | None) -> str:
     if got is None or (got[0] and got[0] == session):
         return ""
     when = time.strftime("%H:%M:%S UTC", time.gmtime(got[1]))
-    return f"A cached result: this rollout was rescored by another visitor at {when}. Press Rescore to run it yourself."
+    return (f"A cached result: this rollout was rescored by another visitor at {when}. Rescore with the same model "
+            "and trainer shows it again (the same numbers); pick another to run a new one.")
 
 
 def build(settings: Settings, store, browse) -> None:
@@ -171,15 +172,19 @@ def build(settings: Settings, store, browse) -> None:
             def prog(done: int, total: int) -> None:
                 progress((done, max(total, 1)), desc="rescoring trained tokens", unit="tokens")
 
-            res = rescore(op.rollout, name, settings, spec=spec, tok=op.choice.tokenizer, progress=prog,
-                          cancel=cancel_ev)
+            asked = (name, spec, settings.rescore_device, settings.rescore_dtype, settings.rescore_flag_delta)
+            res = rescores.same_run(op.key, asked)
+            if res is None:
+                res = rescore(op.rollout, name, settings, spec=spec, tok=op.choice.tokenizer, progress=prog,
+                              cancel=cancel_ev)
         except (ValueError, RuntimeError, OSError) as e:
             return fail(f"Rescore failed: {e}")
         finally:
             if rid:
                 _CANCEL.pop(rid, None)
         session = getattr(request, "session_hash", None)
-        rescores.put(op.key, res, session)
+        if rescores.get(op.key) is not res:  # a new run (the same run again keeps who ran it, and when)
+            rescores.put(op.key, res, session, asked)
         with_choice(op.key, *_choice(is_mode_, is_lo, is_hi))
         turn_vals = browse.select_fn(key, index, "delta") if index is not None else [gr.skip()] * len(
             browse.turn_outputs)

@@ -7,7 +7,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["get", "put", "restyle", "stamp", "origin"]
+__all__ = ["get", "put", "restyle", "stamp", "origin", "same_run"]
 
 _SIZE = 16  # rescores kept (each holds a few floats per trained token)
 _RESULTS: OrderedDict[str, Any] = OrderedDict()
@@ -15,6 +15,7 @@ _LOCK = threading.Lock()
 _STAMPS: dict[str, int] = {}  # key -> number of the rescore last put (0: none): cached views key on it
 _COUNT = 0
 _ORIGIN: dict[str, tuple[str | None, float]] = {}  # key -> (session that ran it, when): others are told it is cached
+_ASKED: dict[str, tuple] = {}  # key -> what its rescore was asked for (model, trainer, device, …): see same_run
 
 
 def get(key: str | None) -> Any:
@@ -31,16 +32,22 @@ def stamp(key: str | None) -> int:
         return _STAMPS.get(key, 0) if key in _RESULTS else 0
 
 
-def put(key: str, result: Any, session: str | None = None) -> None:
-    """Keep ``result`` as ``key``'s rescore, run by browser session ``session`` (now)."""
+def put(key: str, result: Any, session: str | None = None, asked: tuple | None = None) -> None:
+    """Keep ``result`` as ``key``'s rescore, run by browser session ``session`` (now) for the request
+    ``asked`` (what :func:`same_run` compares)."""
     with _LOCK:
         _keep(key, result)
         _ORIGIN[key] = (session, time.time())
+        if asked is None:
+            _ASKED.pop(key, None)
+        else:
+            _ASKED[key] = asked
         _RESULTS.move_to_end(key)
         while len(_RESULTS) > _SIZE:
             gone = _RESULTS.popitem(last=False)[0]
             _STAMPS.pop(gone, None)
             _ORIGIN.pop(gone, None)
+            _ASKED.pop(gone, None)
 
 
 def restyle(key: str, result: Any) -> None:
@@ -63,3 +70,14 @@ def origin(key: str | None) -> tuple[str | None, float] | None:
     """(the session that ran ``key``'s rescore, its time.time()), or None when there is none."""
     with _LOCK:
         return _ORIGIN.get(key) if key in _RESULTS else None
+
+
+def same_run(key: str | None, asked: tuple) -> Any:
+    """``key``'s rescore if it was run, to its end, for exactly ``asked`` (the same rollout under the same
+    tokenizer, model, trainer, device and dtype give the same numbers): a second Run, by the visitor or
+    another one, shows it instead of loading the model and scoring every row again. None otherwise."""
+    with _LOCK:
+        res = _RESULTS.get(key) if key else None
+        if res is None or getattr(res, "cancelled", False) or _ASKED.get(key) != asked:
+            return None
+        return res
