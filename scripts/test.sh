@@ -13,5 +13,9 @@ unset PYTHONDONTWRITEBYTECODE
 workers=${RI_TEST_WORKERS:-0}
 if [ "$workers" != 0 ]; then
   set -- -n "$workers" --dist loadgroup --no-loadscope-reorder "$@"  # groups in tests/tiers.py order: longest first
+  # One OpenMP thread per process (torch in the workers and in the CLIs and oracles a test starts): with two
+  # workers on two cores, torch's second thread only spun while waiting for a core (test_rescore_dataset's
+  # torch tests: 89 CPU s with two threads, 55 s with one, at the same load). A run that sets it keeps its own.
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 fi
 exec .venv/bin/python -m pytest "$@"

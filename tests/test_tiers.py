@@ -123,6 +123,7 @@ def test_make_test_runs_two_workers_grouped():
         assert f"RI_TEST_WORKERS=$${{RI_TEST_WORKERS:-{default}}}" in recipe and "scripts/test.sh" in recipe, target
     script = (REPO / "scripts" / "test.sh").read_text()
     assert '-n "$workers" --dist loadgroup --no-loadscope-reorder' in script
+    assert "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}" in script  # no torch thread spinning beside the other worker
     assert "pytest-xdist==" in (REPO / "requirements-dev.txt").read_text()
 
 
