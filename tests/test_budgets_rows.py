@@ -21,11 +21,27 @@ from viewer.ui.store import RolloutStore
 MSG = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
 
 
+def _blobs(rows: int, size: int, char: str = "x") -> pa.ChunkedArray:
+    """``rows`` equal strings of ``size`` bytes, every row a view of one buffer: the writer still writes
+    (and the footer counts) ``rows`` x ``size`` bytes, but the test no longer fills and faults in that
+    much memory first (a list of 64 copies of 8.5 MB cost 14 CPU s, most of it the kernel's page faults)."""
+    return pa.chunked_array([pa.array([char * size])] * rows)
+
+
+def _write(t: pa.Table, path, dictionary: bool = False, **kw) -> None:
+    pq.write_table(t, path, compression="zstd", use_dictionary=dictionary, **kw)
+
+
 def _bomb(path, rows: int, mb: float, *, dictionary: bool) -> None:
-    blob = "x" * int(mb * 1048576)
-    t = pa.table({"messages": [MSG] * rows, "blob": [blob] * rows})
-    pq.write_table(t, path, compression="zstd", row_group_size=rows, use_dictionary=dictionary)
-    del t, blob
+    size = int(mb * 1048576)
+    if dictionary:  # one dictionary value, every row its index: the footer counts the value once
+        blob = pa.DictionaryArray.from_arrays(pa.array([0] * rows, pa.int32()), pa.array(["x" * size]))
+    else:
+        blob = _blobs(rows, size)
+    # store_schema=False: the file says "a string column" (dictionary-encoded on disk), as the writer
+    # made it from a plain list of strings, so a reader decodes every row's value
+    pq.write_table(pa.table({"messages": [MSG] * rows, "blob": blob}), path, compression="zstd",
+                   row_group_size=rows, use_dictionary=dictionary, store_schema=False)
 
 
 @pytest.mark.slow  # writes a 544 MB parquet to zip it
@@ -75,7 +91,7 @@ def test_each_opened_row_gives_its_memory_back(tmp_path, monkeypatch):
     settings = public(monkeypatch, tmp_path)
     # 8 rows: a leak would hold 28 MB of arrow memory after the 7 opens below, against the 1 MB allowed
     t = pa.table({"messages": [MSG] * 8, "blob": [f"{i}" + "y" * (4 << 20) for i in range(8)]})
-    pq.write_table(t, tmp_path / "rows.parquet", compression="zstd", row_group_size=1, use_dictionary=False)
+    _write(t, tmp_path / "rows.parquet", row_group_size=1)
     del t
     store = RolloutStore(settings)
     open_spec(store, settings, "rows.parquet", row=0)  # warm: tokenizer, imports
@@ -99,8 +115,8 @@ def test_a_large_honest_row_group_still_opens_on_a_local_app(tmp_path, monkeypat
         monkeypatch.delenv(env_name(b.name), raising=False)
     monkeypatch.delenv("VIEWER_PUBLIC", raising=False)
     monkeypatch.delenv("SPACE_ID", raising=False)
-    t = pa.table({"messages": [MSG] * 24, "blob": ["z" * (4 << 20)] * 24})
-    pq.write_table(t, tmp_path / "big.parquet", compression="zstd", row_group_size=24, use_dictionary=False)
+    t = pa.table({"messages": [MSG] * 24, "blob": _blobs(24, 4 << 20, "z")})
+    _write(t, tmp_path / "big.parquet", row_group_size=24)
     del t
     local = Settings(data_root=str(tmp_path))
     op = open_spec(RolloutStore(local), local, "big.parquet", row=5)
