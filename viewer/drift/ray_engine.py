@@ -160,11 +160,23 @@ def _init_ray(settings: Settings, address: str | None) -> bool:
     if address:
         ray.init(address=address, runtime_env={"py_modules": [str(_PKG)]}, **common)
     else:
-        pypath = os.pathsep.join(p for p in (str(_PKG.parent), os.environ.get("PYTHONPATH", "")) if p)
         ray.init(num_cpus=settings.ray_num_cpus, object_store_memory=settings.ray_object_store_mb * 1024 * 1024,
-                 runtime_env={"env_vars": {"PYTHONPATH": pypath, "RAY_DATA_DISABLE_PROGRESS_BARS": "1"}},
-                 **common)
+                 **_local_start(), **common)
     return True
+
+
+def _local_start() -> dict[str, Any]:
+    """What an embedded Ray starts with, chosen for CPU (docs/SPEED.md, measured per scan):
+    - the package reaches the workers by ``code_search_path`` (Ray puts it on their ``sys.path``), not
+      by a ``runtime_env``: a job with a runtime_env starts every worker through the runtime-env agent
+      (``setup_worker.py``) and cannot use a worker started before it;
+    - no prestarted workers: Ray starts ``num_cpus`` idle workers for the first driver, and the scan's
+      actors never use them (about 0.4-0.9 CPU s each, for nothing).
+    Progress bars are the driver's (``DataContext.enable_progress_bars``), so no worker needs an env var."""
+    from ray.job_config import JobConfig
+
+    return {"job_config": JobConfig(code_search_path=[str(_PKG.parent)]),
+            "_system_config": {"prestart_worker_first_driver": False, "enable_worker_prestart": False}}
 
 
 def scan_with_ray(source: str | Path, settings: Settings | None = None, *, address: str | None = None,
