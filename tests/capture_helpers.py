@@ -48,8 +48,8 @@ class SessionVLLM:
 
     ``begin()`` starts it in a thread and returns at once: tests/test_capture_live.py calls it as
     its first tests run, which do not use the server (the agent timeout, the SmolLM2 capture with
-    its own server), so its minute of start-up (three Python processes importing vLLM, the model,
-    the KV cache) runs beside them on the machine's other core instead of before the first test
+    its own server), so its minute of start-up (two Python processes importing vLLM under the
+    lean CI layout, the model, the KV cache) runs beside them on the machine's other core instead of before the first test
     that needs it. ``wait()`` (the ``vllm`` fixture) begins it if nobody did and returns the
     started :class:`viewer.capture.backends.LocalVLLM`, or raises what its start raised. Every
     process it starts carries the marker ``session-vllm/…``: "nothing left" scans of a test that

