@@ -46,6 +46,9 @@ GLOBAL_JS = r"""
 """
 
 
+QUEUE_STATUS_S = 1.0  # how often visitors waiting in the queue are told their place
+
+
 def launch_kwargs(settings: Settings | None = None) -> dict:
     settings = settings or Settings.from_env()
     return dict(
@@ -119,7 +122,11 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         # notes (panel under the token view, ?note=K) and decks (?deck=PATH, an uploaded deck.json)
         talk_panel.build(settings, store, b, cmp, drift, loaded)
         browse.wire_turn_followers(b)  # the panels that follow the turn: one event, only while one is shown
-    demo.queue(default_concurrency_limit=4)
+    # Queue positions go to waiting visitors once a second (and once when they join), not to every
+    # waiting event each time another starts (Gradio's "auto"): 16 visitors on one link got ~1.1 such
+    # messages per event on top of their answer's three, each an SSE write and a client wake-up
+    # (docs/SPEED.md, room; tests/test_room_events.py).
+    demo.queue(default_concurrency_limit=4, status_update_rate=QUEUE_STATUS_S)
     quiet_queue_analytics(demo._queue)
     lazy_session_config()
     cheap_skips()
