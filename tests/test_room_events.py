@@ -256,3 +256,21 @@ def test_waiting_events_are_not_sent_their_place_each_time_another_starts(no_wai
     # n + n(n-1)/2 = 78 here as the held events started one after another
     assert estimations <= n * (1 + int(elapsed / QUEUE_STATUS_S) + 1), (estimations, elapsed)
     assert estimations < n + n * (n - 1) // 2
+
+
+def test_an_event_searches_no_path_for_matplotlib(no_wait_app, monkeypatch):
+    # Gradio wraps each event in MatplotlibBackendMananger (import matplotlib on the way in and out);
+    # without matplotlib installed, each was a failed search of every sys.path entry.
+    import importlib.machinery
+
+    demo, api = no_wait_app
+    fn = {f.api_name: i for i, f in demo.fns.items()}
+    searched = []
+    real = importlib.machinery.PathFinder.find_spec
+    monkeypatch.setattr(importlib.machinery.PathFinder, "find_spec",
+                        classmethod(lambda cls, name, *a, **k: searched.append(name) or real(name, *a, **k)))
+    msgs = _call(api, fn["select_turn"], [None, 2], "room-mpl")
+    assert "process_completed" in dict(msgs)
+    assert "matplotlib" not in searched, searched
+    with pytest.raises(ImportError):  # still absent to anyone who asks, as before
+        import matplotlib  # noqa: F401
