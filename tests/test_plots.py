@@ -260,3 +260,36 @@ def test_histogram_empty():
     t = Turn(index=0, call=0, output_ids=[1], logprobs=[-1.0], mask=[0])
     r = Rollout(source="x", format="y", turns=[t])
     assert any(NO_LOGPROBS in a for a in _annotations(histogram_figure(r)))
+
+
+# Parts of plotly's default template that only other kinds of figure read (polar, ternary, 3-D, maps)
+# or that colour numeric arrays (colour scales): the cut template may leave these out, nothing else.
+_OTHER_FIGURES = {"polar", "ternary", "scene", "geo", "coloraxis", "colorscale"}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: logprob_figure(_turn(), token_texts=[f"t{i}" for i in range(10)]),
+    lambda: logprob_figure(_turn(logprobs=[-1.0] * (MAX_POINTS + 10), output_ids=[1] * (MAX_POINTS + 10), mask=[1] * (MAX_POINTS + 10))),
+    lambda: logprob_figure(_turn(logprobs=[None] * 10)),
+    lambda: turns_figure(_rollout()),
+    lambda: histogram_figure(_rollout()),
+], ids=["logprob", "logprob-windows", "empty", "turns", "histogram"])
+def test_figures_carry_a_small_template_that_looks_like_plotlys(make):
+    """Each figure sent to the browser carried plotly's whole default template (7.1 KB of 16 KB for a
+    turn's logprob plot, docs/SPEED.md room): now only the parts its traces and axes read, with
+    plotly's own values (compared with the installed plotly's template, not with ours)."""
+    import plotly.io as pio
+
+    upstream = pio.templates["plotly"].to_plotly_json()
+    doc = json.loads(make().to_json())
+    template = doc["layout"]["template"]
+    assert len(json.dumps(template)) < 1500, len(json.dumps(template))
+    for key, value in template["layout"].items():
+        assert value == upstream["layout"][key], key
+    assert set(upstream["layout"]) - set(template["layout"]) <= _OTHER_FIGURES
+    for trace in doc["data"]:  # every trace type drawn keeps plotly's defaults for it
+        assert template["data"][trace["type"]] == upstream["data"][trace["type"]], trace["type"]
+        color = (trace.get("marker") or {}).get("color")
+        assert not (isinstance(color, list) and color and isinstance(color[0], (int, float))), \
+            "a numeric colour array would need the colour scales left out of the template"
+    assert not _OTHER_FIGURES & set(doc["layout"]) - {"colorscale"}

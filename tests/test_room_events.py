@@ -211,3 +211,66 @@ def test_a_two_step_answers_first_step_builds_no_plot(monkeypatch):
     plot_at = next(i for i, b in enumerate(fns["select_turn"].outputs) if getattr(b, "elem_id", None) == "logprob-plot")
     assert got["is_generating"] and got["data"][plot_at] == {"__type__": "update"}
     assert expand(got["data"][plot_at - 1])["turn"] == 2 and made == []
+
+
+def _join(api: str, fn: int, data: list, session: str) -> None:
+    httpx.post(f"{api}/queue/join", json={"data": data, "fn_index": fn, "session_hash": session,
+                                          "event_data": None, "trigger_id": None}, timeout=60).raise_for_status()
+
+
+def _read(api: str, session: str) -> list[str]:
+    out = []
+    with httpx.stream("GET", f"{api}/queue/data", params={"session_hash": session}, timeout=60) as st:
+        for line in st.iter_lines():
+            if line.startswith("data:"):
+                out.append(json.loads(line[5:]).get("msg"))
+                if out[-1] in ("close_stream", "unexpected_error"):
+                    break
+    return out
+
+
+def test_waiting_events_are_not_sent_their_place_each_time_another_starts(no_wait_app, monkeypatch):
+    # Gradio's default queue ("auto" status updates) sent every waiting event an estimation message
+    # each time another event started: n visitors at once got ~n²/2 of them (16 on one link: ~1.1 per
+    # event on top of the answer's three). Now one when it joins, then one a second while it waits.
+    import time
+
+    from viewer.ui import QUEUE_STATUS_S
+
+    demo, api = no_wait_app
+    q = demo._queue
+    fn = {f.api_name: i for i, f in demo.fns.items()}["select_turn"]
+    held = {"on": True}
+    real = q.get_events
+    monkeypatch.setattr(q, "get_events", lambda: None if held["on"] else real())
+    n = 12
+    t0 = time.monotonic()
+    for i in range(n):  # all waiting at once: the queue starts none while held
+        _join(api, fn, [None, 1 + i % 3], f"room-w{i}")
+    held["on"] = False
+    got = [_read(api, f"room-w{i}") for i in range(n)]
+    elapsed = time.monotonic() - t0
+    assert all(g.count("process_completed") == 1 for g in got), got
+    estimations = sum(g.count("estimation") for g in got)
+    # one on joining each, plus at most one per QUEUE_STATUS_S of waiting; Gradio's "auto" sent
+    # n + n(n-1)/2 = 78 here as the held events started one after another
+    assert estimations <= n * (1 + int(elapsed / QUEUE_STATUS_S) + 1), (estimations, elapsed)
+    assert estimations < n + n * (n - 1) // 2
+
+
+def test_an_event_searches_no_path_for_matplotlib(no_wait_app, monkeypatch):
+    # Gradio wraps each event in MatplotlibBackendMananger (import matplotlib on the way in and out);
+    # without matplotlib installed, each was a failed search of every sys.path entry.
+    import importlib.machinery
+
+    demo, api = no_wait_app
+    fn = {f.api_name: i for i, f in demo.fns.items()}
+    searched = []
+    real = importlib.machinery.PathFinder.find_spec
+    monkeypatch.setattr(importlib.machinery.PathFinder, "find_spec",
+                        classmethod(lambda cls, name, *a, **k: searched.append(name) or real(name, *a, **k)))
+    msgs = _call(api, fn["select_turn"], [None, 2], "room-mpl")
+    assert "process_completed" in dict(msgs)
+    assert "matplotlib" not in searched, searched
+    with pytest.raises(ImportError):  # still absent to anyone who asks, as before
+        import matplotlib  # noqa: F401

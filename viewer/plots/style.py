@@ -5,11 +5,12 @@ import html
 import math
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from ..tokenizer import visible
 
 __all__ = ["TEXT_LIMIT", "MAX_POINTS", "MAX_SHADED_RUNS", "NO_LOGPROBS", "TRAINED", "UNTRAINED", "LOW", "BOOKKEEPING",
-           "SHADE", "GRID", "FONT", "base_layout", "empty", "is_finite", "fmt", "label"]
+           "SHADE", "GRID", "FONT", "TEMPLATE", "base_layout", "empty", "is_finite", "fmt", "label"]
 
 TEXT_LIMIT = 20000  # points above which hover labels are left out
 MAX_POINTS = 4000  # above this many tokens the plot shows windows (min + mean), not every token
@@ -25,8 +26,27 @@ GRID = "rgba(128,128,128,0.25)"
 FONT = "#8a8a8a"
 
 
+# Plotly's default template ("plotly"), cut to what 2-D cartesian figures of these trace types read.
+# A figure without a template carries all of it (7.1 KB: polar, ternary, geo, 3-D scenes, colour
+# scales of 20 trace types) in every plot sent to the browser, three per open and one per turn
+# switch; the cut keeps every value those figures use, taken from plotly's own (so they look the same).
+_TEMPLATE_LAYOUT = ("autotypenumbers", "colorway", "font", "hovermode", "hoverlabel", "paper_bgcolor",
+                    "plot_bgcolor", "xaxis", "yaxis", "shapedefaults", "annotationdefaults", "title")
+_TEMPLATE_TRACES = ("scatter", "scattergl", "bar", "histogram")
+
+
+def _template() -> go.layout.Template:
+    full = pio.templates["plotly"].to_plotly_json()
+    return go.layout.Template(layout={k: full["layout"][k] for k in _TEMPLATE_LAYOUT if k in full["layout"]},
+                              data={k: full["data"][k] for k in _TEMPLATE_TRACES if k in full["data"]})
+
+
+TEMPLATE = _template()
+
+
 def base_layout(fig: go.Figure, height: int, **kw) -> go.Figure:
     fig.update_layout(
+        template=TEMPLATE,
         height=height,
         margin=dict(l=52, r=16, t=34, b=40),
         paper_bgcolor="rgba(0,0,0,0)",

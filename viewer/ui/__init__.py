@@ -6,7 +6,9 @@ launch time (theme, css, js, limits) so app.py and the tests launch identically.
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import gradio as gr
@@ -44,6 +46,9 @@ GLOBAL_JS = r"""
   hook();
 }
 """
+
+
+QUEUE_STATUS_S = 1.0  # how often visitors waiting in the queue are told their place
 
 
 def launch_kwargs(settings: Settings | None = None) -> dict:
@@ -119,11 +124,26 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         # notes (panel under the token view, ?note=K) and decks (?deck=PATH, an uploaded deck.json)
         talk_panel.build(settings, store, b, cmp, drift, loaded)
         browse.wire_turn_followers(b)  # the panels that follow the turn: one event, only while one is shown
-    demo.queue(default_concurrency_limit=4)
+    # Queue positions go to waiting visitors once a second (and once when they join), not to every
+    # waiting event each time another starts (Gradio's "auto"): 16 visitors on one link got ~1.1 such
+    # messages per event on top of their answer's three, each an SSE write and a client wake-up
+    # (docs/SPEED.md, room; tests/test_room_events.py).
+    demo.queue(default_concurrency_limit=4, status_update_rate=QUEUE_STATUS_S)
     quiet_queue_analytics(demo._queue)
     lazy_session_config()
     cheap_skips()
+    no_matplotlib_search()
     return demo
+
+
+def no_matplotlib_search() -> None:
+    """Gradio runs every event inside ``MatplotlibBackendMananger``, which imports matplotlib on the way in
+    and out to set its backend. This app draws with plotly and does not install matplotlib, so each of
+    those imports was a failed search of every ``sys.path`` entry (~13 stat calls, two per event, in the
+    bench's profile). Marked absent once, the import fails at once, as it would anyway; an installed
+    matplotlib is left alone."""
+    if "matplotlib" not in sys.modules and importlib.util.find_spec("matplotlib") is None:
+        sys.modules["matplotlib"] = None
 
 
 def quiet_queue_analytics(queue) -> None:

@@ -6,6 +6,7 @@ screen and by the Compare tab for its second rollout. No gradio import: plain Py
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from urllib.parse import urlencode
@@ -25,12 +26,24 @@ def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
 
 def sample_label(name: str, sample_dir: Path = SAMPLE_DIR) -> str:
     """What a bundled sample is, in a few words (``sample_data/labels.json``), or ""."""
+    f = sample_dir / "labels.json"
     try:
-        labels = json.loads((sample_dir / "labels.json").read_text())
-    except (OSError, ValueError):
+        st = f.stat()
+    except OSError:
         return ""
+    labels = _labels(str(f), st.st_mtime_ns, st.st_size)
     label = labels.get(name) if isinstance(labels, dict) else None
     return label if isinstance(label, str) else ""
+
+
+@functools.lru_cache(maxsize=8)
+def _labels(path: str, mtime_ns: int, size: int):
+    """The labels file read once per version of it (every open of a sample names it: two reads per
+    visitor's open in a room before); its stamp is part of the key, so an edited file is read again."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def sample_choices(sample_dir: Path = SAMPLE_DIR) -> list[tuple[str, str]]:

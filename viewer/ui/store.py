@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,12 +38,32 @@ _LOG = logging.getLogger(__name__)
 
 
 def _size(path: Path) -> int:
+    return _stamp(path)[1]
+
+
+def _stamp(path: Path) -> tuple[str, int]:
+    """What changes when the source does (its mtime and size; a folder's also each entry's name and
+    mtime, in name order) and its size in bytes (a folder: its files'), from one stat per entry: every
+    visitor's open of a link makes this check, and it stat'ed each file of a folder three times."""
     try:
-        if path.is_dir():
-            return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
-        return path.stat().st_size
+        st = path.stat()
     except OSError:
-        return 0
+        return "", 0
+    stamp = f"{st.st_mtime_ns}:{st.st_size}"
+    if not stat.S_ISDIR(st.st_mode):
+        return stamp, st.st_size
+    size, names = 0, ""
+    try:
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            es = e.stat()  # follows links, as Path.stat did
+            names += f"{e.name}{es.st_mtime_ns}"
+            if stat.S_ISREG(es.st_mode):
+                size += es.st_size
+    except OSError:  # a folder that cannot be listed is stamped by its own stat (as before)
+        return stamp, size
+    return stamp + names, size
 
 
 @dataclass
@@ -100,12 +122,12 @@ class RolloutStore:
 
         return self.memo.get_or_make(("derived", key, *what), make, weigh)
 
-    def _heavy(self, path: Path | None, read: Callable[[], Opened]) -> Callable[[], Opened]:
+    def _heavy(self, path: Path | None, read: Callable[[], Opened], size: int | None = None) -> Callable[[], Opened]:
         """``read`` gated when ``path`` is big (over ``HEAVY_BYTES``): such opens run one at a
         time, so visitors opening big files hold at most one of the browsing workers
         (``VIEWER_BROWSE_CONCURRENCY``) between them; one who waits longer than
         ``HEAVY_WAIT_S`` is told to try again instead of holding another."""
-        if path is None or _size(path) <= HEAVY_BYTES:
+        if path is None or (_size(path) if size is None else size) <= HEAVY_BYTES:
             return read
 
         def gated() -> Opened:
@@ -121,14 +143,7 @@ class RolloutStore:
     def open(self, path: Path, tokenizer_override: str = "") -> Opened:
         """Read a source (folder or file) and pick its tokenizer. Raises SourceError if unreadable."""
         path = Path(path)
-        stamp = ""
-        try:
-            st = path.stat()
-            stamp = f"{st.st_mtime_ns}:{st.st_size}"
-            if path.is_dir():
-                stamp += "".join(f"{p.name}{p.stat().st_mtime_ns}" for p in sorted(path.iterdir()))
-        except OSError:
-            pass
+        stamp, size = _stamp(path)
         key = hashlib.sha1(f"{path.resolve()}|{stamp}|{tokenizer_override}".encode()).hexdigest()[:16]
 
         def read() -> Opened:
@@ -136,7 +151,7 @@ class RolloutStore:
             capture_dir = path if path.is_dir() else path.parent
             return self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override)
 
-        read = self._heavy(path, read)
+        read = self._heavy(path, read, size)
         self._recipe(key, read)
         # A room opening the same link at once parses it once; the others wait for that read.
         return self.memo.get_or_make(("rollout", key), read, _weight)
