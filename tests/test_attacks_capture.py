@@ -315,7 +315,8 @@ def test_capture_tab_refuses_hostile_fields_before_starting(public_tab, field, v
 
     fn, caps = public_tab
     args = dict(backend_v="hf-jobs", model_v="Qwen/Qwen3-8B", endpoint_v="", idx=0, deep=False, scr=False, instr="",
-                a_to=300, mtok=1024, token_v="", repo_v="alice/captures", pieces_v=False)
+                a_to=300, mtok=1024, token_v="", repo_v="alice/captures", pieces_v=False,
+                rescore_v=True)
     args[{"model": "model_v", "repo": "repo_v", "instr": "instr", "idx": "idx"}[field]] = value
     before = set(RUNNER.jobs)
     out = fn(*args.values(), SimpleNamespace(session_hash="s"), SimpleNamespace(username="alice"),

@@ -525,6 +525,9 @@ def test_capture_tab_runs_a_capture_and_opens_it(vllm, page, app_url):
     page.locator("#capture-backend input").fill("endpoint")
     page.keyboard.press("Enter")
     page.locator("#capture-endpoint textarea, #capture-endpoint input").first.fill(url)
+    # no rescore phase: the tab running a capture and opening it is the subject (the phase is test_e2e's,
+    # its prompt-logprobs requests cost the server about a minute); the log below shows no rescore phase
+    page.locator("#capture-rescore input").uncheck()
     page.locator("#capture-start").click()
     progress = page.locator("#capture-progress")
     page.wait_for_function("document.querySelector('#capture-progress')?.textContent.includes('calls recorded')",
@@ -549,6 +552,7 @@ def test_capture_tab_runs_a_capture_and_opens_it(vllm, page, app_url):
                            ".startsWith('ok · phase done')", timeout=120000)
     text = progress.text_content()
     assert text.strip().startswith("ok · phase done") and "reward 1.0 (6/6 held-out tests)" in text, text[:400]
+    assert " rescore] " not in text and "rescored" not in text, text  # the box was unticked: no rescore phase
 
 
 def test_sandboxed_agent_cannot_reach_secrets_files_or_other_ports(vllm, tmp_path, monkeypatch):

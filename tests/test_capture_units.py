@@ -387,8 +387,9 @@ def test_the_capture_form_builds_its_spec_from_the_settings():
                                       "capture-deepcoder", "capture-scripted", "capture-instruction",
                                       "capture-agent-timeout", "capture-max-tokens")]
     args = [*shown, form["capture-results-repo"].value, form["capture-pieces"].value]
-    spec = form_spec(s, False, "", *args)
+    spec = form_spec(s, False, "", *args, form["capture-rescore"].value)
     assert (spec.model, spec.agent_timeout_s, spec.max_output_tokens) == ("smollm2", 77.0, 99)
+    assert spec.rescore is True and form_spec(s, False, "", *args, False).rescore is False  # the tab's rescore box
     emptied = form_spec(s, False, "", "local", "", "", None, False, True, "", None, None, "", False)
     assert (emptied.model, emptied.agent_timeout_s, emptied.max_output_tokens) == ("smollm2", 77.0, 99)
     assert (emptied.top_logprobs, emptied.test_timeout_s) == (3, 4.5)  # settings the form does not show

@@ -42,13 +42,13 @@ def install_note(settings: Settings) -> str:
 
 
 def form_spec(settings: Settings, public: bool, token: str, backend_v, model_v, endpoint_v, idx, deep, scr, instr,
-              a_to, mtok, repo_v, pieces_v) -> CaptureSpec:
+              a_to, mtok, repo_v, pieces_v, rescore_v=True) -> CaptureSpec:
     """The form's values as a spec, through the one builder (viewer/capture/fields.py): an emptied box
     takes the setting, as the box's initial value did; raises VisitorError naming a bad field."""
     return capture_spec(settings, out="", public=public, token=token, backend=backend_v, model=model_v,
                         endpoint=endpoint_v, task_source="deepcoder" if deep else "bundled", task_index=idx,
                         instruction=instr, scripted=bool(scr), agent_timeout_s=a_to, max_output_tokens=mtok,
-                        results_repo=repo_v, spell_tool_call_as_pieces=bool(pieces_v))
+                        results_repo=repo_v, spell_tool_call_as_pieces=bool(pieces_v), rescore=bool(rescore_v))
 
 
 def build(settings: Settings, store, browse) -> None:
@@ -88,6 +88,10 @@ def build(settings: Settings, store, browse) -> None:
             scripted = gr.Checkbox(True, label="Scripted expert (bundled tasks)", elem_id="capture-scripted")
             pieces = gr.Checkbox(False, label="Spell <tool_call> as plain pieces (logit_bias on the special tokens)",
                                  elem_id="capture-pieces")
+            # the rescore phase loads the model in this app and scores every call (minutes on a CPU for a
+            # real model): off, the capture ends after its reward and opens without the Δ colour mode
+            rescore = gr.Checkbox(True, label="Rescore after the capture (trainer-side logprobs)",
+                                  elem_id="capture-rescore")
         instruction = gr.Textbox(label="Custom instruction (overrides the task; no held-out tests)", lines=2,
                                  elem_id="capture-instruction")
         with gr.Row():
@@ -116,7 +120,7 @@ def build(settings: Settings, store, browse) -> None:
         return getattr(request, "session_hash", None) or ""
 
     def start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
-                      request, username: str = "", oauth_token: str = ""):
+                      rescore_v, request, username: str = "", oauth_token: str = ""):
         def refuse(msg: str):
             return gr.skip(), render.notice_html(msg, "error"), gr.Timer(active=False)
 
@@ -126,7 +130,7 @@ def build(settings: Settings, store, browse) -> None:
             return refuse(d.message)
         try:  # every field through the one validator (viewer/visitor.py) before anything acts on it
             spec = form_spec(settings, public, d.token, backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to,
-                             mtok, repo_v, pieces_v)
+                             mtok, repo_v, pieces_v, rescore_v)
         except VisitorError as e:
             return refuse(f"Not started: {e}.")
         spec.out = str(new_capture_dir(settings.capture_out_root))  # unique, created exclusively
@@ -140,15 +144,15 @@ def build(settings: Settings, store, browse) -> None:
 
     if oauth:
         def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
-                     request: gr.Request, profile: gr.OAuthProfile | None, oauth: gr.OAuthToken | None):
+                     rescore_v, request: gr.Request, profile: gr.OAuthProfile | None, oauth: gr.OAuthToken | None):
             return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
-                                 pieces_v, request, getattr(profile, "username", "") or "",
+                                 pieces_v, rescore_v, request, getattr(profile, "username", "") or "",
                                  getattr(oauth, "token", "") or "")
     else:
         def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
-                     request: gr.Request):
+                     rescore_v, request: gr.Request):
             return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
-                                 pieces_v, request)
+                                 pieces_v, rescore_v, request)
 
     def on_tick(job_id):
         snap = RUNNER.snapshot(job_id)
@@ -200,7 +204,7 @@ def build(settings: Settings, store, browse) -> None:
             return load_job(deep_link(request.query_params if request is not None else {}).job, _owner(request))
 
     inputs = [backend, model, endpoint, task_index, deepcoder, scripted, instruction, agent_timeout, max_tokens, token,
-              results_repo, pieces]
+              results_repo, pieces, rescore]
     start.click(on_start, inputs, [job_state, progress, timer], concurrency_limit=1, concurrency_id="capture-start",
                 api_visibility="private")
     timer.tick(on_tick, [job_state], [progress, timer] + list(browse.outputs), api_visibility="private",
