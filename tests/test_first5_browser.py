@@ -271,6 +271,9 @@ def test_turn_list_marks_the_shown_turn_and_steps_follow_the_filter(page, app_ur
     page.wait_for_function(f"{current} === '1'", timeout=15000)
     summary = json.loads((SAMPLES / "qwen3-tiny" / "summary.json").read_text())  # the capture's own tally
     all_turns = _listed_turns(page, summary["calls"])
+    # The open's second step (its plots) sends the whole turn list again: a filter ticked before it lands
+    # is undone (a known race, docs/TESTING.md; not this test's subject): tick once the plots are drawn.
+    page.wait_for_function("document.querySelector('#turns-plot .js-plotly-plot') !== null", timeout=60000)
     page.locator("#f-trained input").check()
     trained = _listed_turns(page, summary["trained_turns"])  # what the list shows with "trained turns only"
     assert trained[0] == "1" and len(trained) >= 2
