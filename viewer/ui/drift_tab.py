@@ -90,10 +90,11 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
     cost_outputs = [cost_html, sweep_plot]
     refresh.click(tp.show, [browse.key, browse.turn, *pick], view_outputs, api_name="drift_turn", **fast).then(
         tp.costs, [browse.key, *pick], cost_outputs, api_name="drift_costs", **fast)
-    # trigger_mode "always_last": a tab picked while the last pick's answer is pending (Conversation, then
-    # Drift, quickly) is deferred, not dropped (Gradio's default for a select, "once"): the Drift tab stayed empty
+    # trigger_mode "multiple": a tab picked while the last pick's answer is pending (Conversation, then Drift,
+    # quickly) runs with its own tab name. Gradio's default for a select ("once") dropped it, and
+    # "always_last" re-sends the pending pick's event data (the tab before): either way the Drift tab stayed empty
     browse.tabs.select(tp.on_tab, [browse.key, browse.turn, *pick], [visible] + view_outputs,
-                       api_visibility="private", show_progress="hidden", trigger_mode="always_last", **fast).then(
+                       api_visibility="private", show_progress="hidden", trigger_mode="multiple", **fast).then(
         tp.costs_follow, [visible, browse.key, *pick], cost_outputs, api_visibility="private",
         show_progress="hidden", **fast)
     for comp in (browse.key, trainer_pick, turns_pick):  # the cost is per rollout and trainer, not per turn

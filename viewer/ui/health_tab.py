@@ -65,8 +65,8 @@ def build(settings: Settings, store, browse) -> None:
     def follow(on: bool, key):
         return health_for(store, settings, key) if on else gr.skip()
 
-    # "always_last": a tab picked while the last pick's answer is pending is deferred, not dropped (see drift_tab)
+    # "multiple": a tab picked while the last pick's answer is pending runs with its own tab name (see drift_tab)
     browse.tabs.select(on_tab, [browse.key], [visible, view], api_name="health_tab", api_visibility="private",
-                       show_progress="hidden", trigger_mode="always_last", **browse.fast)
+                       show_progress="hidden", trigger_mode="multiple", **browse.fast)
     browse.key.change(follow, [visible, browse.key], view, api_name="health_follow", api_visibility="private",
                       show_progress="hidden", **browse.fast)
