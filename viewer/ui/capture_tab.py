@@ -88,8 +88,8 @@ def build(settings: Settings, store, browse) -> None:
             scripted = gr.Checkbox(True, label="Scripted expert (bundled tasks)", elem_id="capture-scripted")
             pieces = gr.Checkbox(False, label="Spell <tool_call> as plain pieces (logit_bias on the special tokens)",
                                  elem_id="capture-pieces")
-            # the rescore phase loads the model in this app and scores every call (minutes on a CPU for a
-            # real model): off, the capture ends after its reward and opens without the Δ colour mode
+            # the rescore phase asks the server for every scripted call's unconstrained logprobs (a minute of
+            # a CPU server's time): off, the calls keep the sampler's constrained values (summary: rescored false)
             rescore = gr.Checkbox(True, label="Rescore after the capture (trainer-side logprobs)",
                                   elem_id="capture-rescore")
         instruction = gr.Textbox(label="Custom instruction (overrides the task; no held-out tests)", lines=2,
