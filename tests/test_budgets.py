@@ -182,12 +182,15 @@ def test_the_app_says_when_what_it_would_send_is_over_response_mb(monkeypatch):
     status line (the handler answers; before, the BudgetExceeded escaped as a generic error)."""
     monkeypatch.setenv("VIEWER_BUDGET_RESPONSE_MB", "0.02")  # 20 KB: the sample's token view is bigger
     monkeypatch.setenv("VIEWER_PLOT_DEFER_S", "0")
+    import aio
+    from gradio.state_holder import SessionState
+
     from viewer.ui import create_app
 
     demo = create_app(Settings.from_env())
-    fn = next(f.fn for f in demo.fns.values() if f.api_name == "open_sample")
-    answers = list(fn("qwen3-tiny", ""))
-    text = json.dumps(answers[-1], default=str)
+    fn = next(f for f in demo.fns.values() if f.api_name == "open_sample")
+    answer = aio.run(demo.process_api(fn, ["qwen3-tiny", ""], state=SessionState(demo)))["data"]  # as Gradio calls it
+    text = json.dumps(answer, default=str)
     assert "VIEWER_BUDGET_RESPONSE_MB" in text and "budget" in text
 
 

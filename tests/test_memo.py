@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from viewer.config import SAMPLE_DIR, Settings
-from viewer.memo import Memo, approx_nbytes
+from viewer.memo import Memo, Miss, approx_nbytes, hits_only, need_work
 from viewer.sources import load_source
 
 
@@ -79,6 +79,41 @@ def test_memo_makes_each_key_once_for_concurrent_callers():
     for t in threads:
         t.join()
     assert len(calls) == 1 and len(got) == 12 and all(g is got[0] for g in got)
+
+
+def test_hits_only_reads_made_values_and_neither_makes_nor_waits():
+    m = Memo(10**6)
+    m.put("made", "v")
+    made, started, release = [], threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(30)
+        return "slow"
+
+    maker = threading.Thread(target=lambda: m.get_or_make("running", slow))
+    maker.start()
+    assert started.wait(30)
+    try:
+        with hits_only():
+            assert m.get_or_make("made", lambda: made.append(1) or "again") == "v"
+            with pytest.raises(Miss):  # absent: nothing is made
+                m.get_or_make("absent", lambda: made.append(1) or "x")
+            t0 = time.monotonic()
+            with pytest.raises(Miss):  # being made by another thread: not waited for
+                m.get_or_make("running", lambda: made.append(1) or "y")
+            assert time.monotonic() - t0 < 10  # (slow() waits up to 30 s)
+            with pytest.raises(Miss):
+                need_work()
+        assert made == [] and "absent" not in m
+        need_work()  # outside the block: nothing to say
+        assert m.get_or_make("absent", lambda: "made now") == "made now"  # and a miss left nothing behind
+    finally:
+        release.set()
+        maker.join()
+    assert m.get("running") == "slow"
+    # Miss is not an Exception: a handler's "any error becomes a message" does not swallow it
+    assert not issubclass(Miss, Exception)
 
 
 def test_memo_shares_a_failure_then_tries_again():

@@ -274,3 +274,104 @@ def test_an_event_searches_no_path_for_matplotlib(no_wait_app, monkeypatch):
     assert "matplotlib" not in searched, searched
     with pytest.raises(ImportError):  # still absent to anyone who asks, as before
         import matplotlib  # noqa: F401
+
+
+def test_a_made_turn_is_answered_on_the_event_loop_and_a_new_one_in_a_worker_thread(monkeypatch):
+    # Every turn switch was handed to a worker thread and back, like any handler: ≈ 0.4 ms of work
+    # behind a hand-off that cost more, and with 16 visitors at once the hand-offs queued behind each
+    # other (docs/SPEED.md, room round six). What is already made is now answered where the event
+    # arrived; what is not still runs in a thread, where it may take its time.
+    import asyncio
+
+    import aio
+    from gradio.state_holder import SessionState
+
+    from viewer.ui.browse_handlers import Handlers
+
+    demo = _demo(0.0)
+    fns = {f.api_name: f for f in demo.fns.values()}
+    where: list[tuple[int, str]] = []
+    real = Handlers.turn_values
+
+    def turn_values(self, op, index, *a, **k):
+        try:
+            asyncio.get_running_loop()
+            where.append((index, "event loop"))
+        except RuntimeError:
+            where.append((index, "thread"))
+        return real(self, op, index, *a, **k)
+
+    monkeypatch.setattr(Handlers, "turn_values", turn_values)
+
+    async def visit(state, *events):
+        out = []
+        for name, data in events:
+            out.append((await demo.process_api(fns[name], data, state=state, root_path="http://127.0.0.1"))["data"])
+        return out
+
+    first = SessionState(demo)
+    opened, = aio.run(visit(first, ("open_sample", ["qwen3-tiny", ""])))
+    assert where and all(w == "thread" for _, w in where)  # the first open parses the sample: a thread's work
+    del where[:]
+    made_here, = aio.run(visit(first, ("select_turn", [None, 2])))
+    assert where == [(2, "event loop"), (2, "thread")]  # looked up, not made yet: made in a thread
+    del where[:]
+    second = SessionState(demo)  # another visitor, the same link: everything is made now
+    reopened, made_before = aio.run(visit(second, ("open_sample", ["qwen3-tiny", ""]), ("select_turn", [None, 2])))
+    assert where and all(w == "event loop" for _, w in where), where
+    assert made_before[1] == 2 and json.loads(made_before[2])["turn"] == 2 and made_before[3] is not None
+    assert made_before == made_here  # the same answer, whichever way it was made
+    assert reopened[1:] == opened[1:]  # (its key, the first output, is the same rollout's too)
+
+
+def test_with_the_plot_wait_a_made_turn_is_made_on_the_event_loop_and_its_plots_still_come_second(monkeypatch):
+    # The default answer comes in two steps (tokens, then the plots defer_s later). Each step ran in a
+    # worker thread and the wait was a thread asleep: a room switching turns held a thread each. (Gradio
+    # still creates a generator in a thread; what the steps do, and the wait, now happen on the loop.)
+    import asyncio
+
+    import aio
+    from gradio.state_holder import SessionState
+
+    from viewer.ui import staged
+    from viewer.ui.browse_handlers import Handlers
+
+    demo = _demo(0.3)
+    fns = {f.api_name: f for f in demo.fns.values()}
+
+    async def visit(state, *events):
+        out = []
+        for name, data in events:
+            steps, iterator = [], None
+            while True:  # each step of a generator's answer, as Gradio's queue asks for them
+                r = await demo.process_api(fns[name], data, state=state, iterator=iterator,
+                                           root_path="http://127.0.0.1", event_id=f"{name}-{len(steps)}")
+                if not r["is_generating"]:
+                    break
+                steps.append(r["data"])
+                iterator = r["iterator"]
+            out.append(steps)
+        return out
+
+    aio.run(visit(SessionState(demo), ("open_sample", ["qwen3-tiny", ""]), ("select_turn", [None, 2])))  # made
+    where = []
+
+    def noting(fn):
+        def call(*a, **k):
+            try:
+                asyncio.get_running_loop()
+                where.append((fn.__name__, "event loop"))
+            except RuntimeError:
+                where.append((fn.__name__, "thread"))
+            return fn(*a, **k)
+        return call
+
+    monkeypatch.setattr(Handlers, "turn_values", noting(Handlers.turn_values))
+    monkeypatch.setattr(staged, "resolve", noting(staged.resolve))
+    opened, switched = aio.run(visit(SessionState(demo), ("open_sample", ["qwen3-tiny", ""]),
+                                     ("select_turn", [None, 2])))
+    assert where and set(where) == {("turn_values", "event loop"), ("resolve", "event loop")}, where
+    first, then = switched[0], switched[-1]
+    assert len(switched) == 2 and first[1] == then[1] == 2 and json.loads(first[2])["turn"] == 2
+    assert first[3] == {"__type__": "update"} and then[3] is not None  # the plot skipped, then sent
+    assert len(opened) == 2

@@ -18,11 +18,13 @@ import sys
 import threading
 import types
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
-__all__ = ["Memo", "approx_nbytes"]
+__all__ = ["Memo", "Miss", "approx_nbytes", "hits_only", "need_work"]
 
 T = TypeVar("T")
 _SAMPLE = 32  # elements measured in a long container; the rest are assumed alike
@@ -84,6 +86,35 @@ def _pick(seq) -> list:
     return [seq[int(i * step)] for i in range(_SAMPLE)]
 
 
+# Within hits_only(), get_or_make neither makes a value nor waits for one being made: it raises
+# Miss. The UI answers a crowd's turn switches on the server's event loop this way when every value
+# is already made, and runs the handler in a worker thread (where it may make and wait) only on a
+# Miss: handing each cached answer to a thread cost more than the answer (docs/SPEED.md, room).
+_HITS_ONLY: ContextVar[bool] = ContextVar("memo_hits_only", default=False)
+
+
+class Miss(BaseException):
+    """A value that hits_only() code would have to make or wait for. A BaseException on purpose:
+    handlers turn any ``Exception`` into a message for the visitor, and this is not a failure but
+    a request to run again where waiting is allowed."""
+
+
+@contextmanager
+def hits_only() -> Iterator[None]:
+    """Code in this block may only read made values (see :class:`Miss`)."""
+    token = _HITS_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _HITS_ONLY.reset(token)
+
+
+def need_work() -> None:
+    """Say that what follows is more than a lookup (raises :class:`Miss` within hits_only())."""
+    if _HITS_ONLY.get():
+        raise Miss
+
+
 class Memo:
     """Least-recently-used values within ``max_bytes``; one computation per key at a time.
 
@@ -139,13 +170,16 @@ class Memo:
 
     def get_or_make(self, key: Hashable, make: Callable[[], T], nbytes: Callable[[T], int] | None = None) -> T:
         """The value under ``key``, made by ``make()`` if absent. Callers asking while it is
-        being made wait for that one result (or its exception) instead of making it again."""
+        being made wait for that one result (or its exception) instead of making it again.
+        Within :func:`hits_only`, an absent value raises :class:`Miss` (nothing made, nothing waited for)."""
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return hit[0]
+            if _HITS_ONLY.get():
+                raise Miss
             running = self._running.get(key)
             if running is None:
                 self.misses += 1

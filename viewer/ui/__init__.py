@@ -95,7 +95,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
                 template_tab.build(settings, store, b)
         _present, present_load, present_outputs = presenter.build(settings, store, b)
 
-        def on_load(request: gr.Request):
+        async def on_load(request: gr.Request):
             link = deep_link(request.query_params if request is not None else {})  # viewer/visitor.py
             spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.notice
             if not spec:
@@ -105,7 +105,8 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             # tokens first, the plots after; the request (last, past deep_link's own parameters) makes
             # this answer one of the session's staged events, so opening something else before the
             # plots come drops them instead of drawing the link's rollout back over the new one
-            yield from b.open_staged(spec, index, focus, mode, row, note, signin.hub_token(request), request)
+            async for answer in b.open_staged(spec, index, focus, mode, row, note, signin.hub_token(request), request):
+                yield answer
 
         def on_compare_link(key, request: gr.Request):
             """?compare=B (+ compare_row=N): compare the rollout the link opened with B, on the Compare tab."""

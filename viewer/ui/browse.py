@@ -44,7 +44,7 @@ class Browse:
     under_tokens: gr.Column  # re-enter with `with browse.under_tokens:` to add a panel right under the token view
     fast: dict  # concurrency kwargs of read-only browsing events (other screens' too)
     shows: dict  # the same, for events that output `outputs` / `turn_outputs` (pre-serialised values)
-    open_staged: Any = None  # open_fn as a two-step generator: tokens first, plots after (the page load uses it)
+    open_staged: Any = None  # open_fn as a two-step async generator: tokens first, plots after (the page load uses it)
     followers: list = field(default_factory=list)  # panels that follow the selected turn (follow_turn)
 
     def follow_turn(self, shown_js: str, fn, inputs: list, outputs: list, with_request: bool = False) -> None:
@@ -141,31 +141,35 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     # again per event (a thread hop per output component, GIL hand-offs under load).
     shows = dict(fast, postprocess=False)
     defer = settings.plot_defer_s  # tokens first, plots this much later (viewer/ui/staged.py)
-    sample.input(staged(h.on_sample, defer), [sample, tok_box], outputs, api_name="open_sample", **shows)
-    load_btn.click(staged(h.on_path, defer), [path, tok_box], outputs, api_name="open_path", **shows)
-    path.submit(staged(h.on_path, defer), [path, tok_box], outputs, api_visibility="private", **shows)
+    # inline: an answer already in the shared cache is made on the event loop, without a thread
+    # hand-off (a room on one link); only for handlers that look up before they do anything else
+    sample.input(staged(h.on_sample, defer, inline=True), [sample, tok_box], outputs, api_name="open_sample", **shows)
+    load_btn.click(staged(h.on_path, defer, inline=True), [path, tok_box], outputs, api_name="open_path", **shows)
+    path.submit(staged(h.on_path, defer, inline=True), [path, tok_box], outputs, api_visibility="private", **shows)
     upload.upload(staged(h.on_upload, defer), [upload, tok_box, key], outputs, api_name="open_upload", **shows)
     tok_btn.click(staged(h.on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
     rows.select(staged(h.on_source_row, defer), [key], outputs, api_name="open_source_row", api_visibility="private",
                 **shows)
-    table.select(staged(h.on_table_select, defer), [key], turn_outputs, api_visibility="private", **shows)
-    turn_no.submit(staged(h.on_select_turn, defer), [key, turn_no], turn_outputs, api_name="select_turn", **shows)
+    table.select(staged(h.on_table_select, defer, inline=True), [key], turn_outputs, api_visibility="private",
+                 **shows)
+    turn_no.submit(staged(h.on_select_turn, defer, inline=True), [key, turn_no], turn_outputs,
+                   api_name="select_turn", **shows)
     # ← / → step from the turn number shown, not the turn State: a State is stored on the server
     # when a two-step answer ends, so a second press within the plots' wait read the old turn and
     # stepped from it (→ then ← landed on turn 0); the number box has the first step's value.
     steps = [key, turn_no, trained_only, low_only, tool_f]  # ← / → walk the turns the list shows
     # A second press while the first answer's plots are pending is queued, not dropped (Gradio's
     # default trigger_mode "once" ignored it: ◀ ◀ moved one turn).
-    prev_btn.click(staged(h.on_prev, defer), steps, turn_outputs, api_name="prev_turn",
+    prev_btn.click(staged(h.on_prev, defer, inline=True), steps, turn_outputs, api_name="prev_turn",
                    api_visibility="private", trigger_mode="always_last", **shows)
-    next_btn.click(staged(h.on_next, defer), steps, turn_outputs, api_name="next_turn",
+    next_btn.click(staged(h.on_next, defer, inline=True), steps, turn_outputs, api_name="next_turn",
                    api_visibility="private", trigger_mode="always_last", **shows)
     for f in (trained_only, low_only, tool_f):
         f.change(h.on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
 
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(h.deep_link(*a, **k)), h.show, turn_outputs,
                   lambda *a, **k: resolve(h.on_select_turn(*a, **k)), under_tokens, fast, shows,
-                  open_staged=staged(h.deep_link, defer, generator=True))
+                  open_staged=staged(h.deep_link, defer, generator=True, inline=True))
 
 
 # The page asks for the panels' follow-up only when one is shown; the event is the carrier's click.

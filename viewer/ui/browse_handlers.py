@@ -20,6 +20,7 @@ from .. import plots, render
 from ..budgets import BudgetExceeded
 from ..config import SAMPLE_DIR, Settings
 from ..row_browser import ROW_COLUMNS, browse_page
+from ..memo import need_work
 from ..sources import SourceError, open_dataset
 from ..sources.keep import KEEP
 from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files
@@ -366,6 +367,8 @@ class Handlers:
         if op is None:
             return self.skip_turn()
         filtered = bool(trained or low or tool not in (None, "", "(any)"))
+        if filtered:
+            need_work()  # the filtered turn table is made per press (a pass over every turn): not on the event loop
         order = ([int(t) for t in self.on_filter(k, bool(trained), bool(low), tool)["turn"]] if filtered
                  else [t.index for t in op.rollout.turns])
         here = float(index) if isinstance(index, (int, float)) else None  # the number box sends a float

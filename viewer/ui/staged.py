@@ -3,12 +3,13 @@
 A 50k-token turn's token view is hoverable as soon as its payload is in the page, but the
 plots (three plotly figures) take seconds to build and draw. A handler puts
 :class:`Later` values in the slots of slow outputs; wrapped with :func:`staged` it becomes
-a generator that yields the fast values first (slow slots skipped) and then everything,
+an async generator that yields the fast values first (slow slots skipped) and then everything,
 so the browser paints the tokens before the plots arrive. API clients see the final yield:
 the same outputs as before.
 """
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import threading
@@ -16,7 +17,10 @@ import time
 import typing
 from typing import Any, Callable
 
+import anyio
 import gradio as gr
+
+from ..memo import Miss, hits_only
 
 __all__ = ["Later", "resolve", "staged", "DEFER_S"]
 
@@ -42,11 +46,12 @@ def resolve(values: list) -> list:
 
 
 def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool = False,
-           turn_only: bool = False) -> Callable[..., Any]:
-    """``fn`` as a two-step generator (one step when it returned no :class:`Later`).
+           turn_only: bool = False, inline: bool = False) -> Callable[..., Any]:
+    """``fn`` as a two-step async generator (one step when it returned no :class:`Later`); each
+    step's work runs in a worker thread, as Gradio runs a plain handler (but see ``inline``).
 
     With ``defer_s`` 0 the plots come in the one answer, and ``fn`` stays a plain function
-    (unless ``generator``: a caller that ``yield from``s it): Gradio sends a generator's answer
+    (unless ``generator``: a caller that ``async for``s it): Gradio sends a generator's answer
     twice (each yield as ``process_generating``, then the last one again as ``process_completed``),
     so a one-step generator cost the browser, the server and API clients every byte two times.
 
@@ -57,41 +62,58 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
     ``turn_only``: ``fn`` answers only the turn's outputs, which every staged event sets, so when a newer
     one has overtaken it before its first answer went out, it sends nothing at all. For an event that may
     run twice at once (``trigger_mode="multiple"``: ``n n`` in presenter mode), whose answers could
-    otherwise arrive in the other order."""
+    otherwise arrive in the other order.
+
+    ``inline``: each step is made on the server's event loop when every value it needs is
+    already in the shared cache (``fn`` runs under :func:`viewer.memo.hits_only`), and
+    in a worker thread, as any handler, only when one is not (a :class:`viewer.memo.Miss`). Only for
+    handlers whose work before their first cache read is a lookup (opening a sample or a path,
+    picking a turn): on a Miss ``fn`` runs again from the start. A turn switch on a shared link is
+    ≈ 0.4 ms of work; handing it to a thread and back cost more than that, and with 16 visitors
+    at once the hand-offs queued behind each other (docs/SPEED.md, room round six)."""
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     n_pos = sum(1 for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD))
 
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        request = None
-        if len(args) > n_pos:  # Gradio passed the request it was asked for (a direct call does not)
-            *args, request = args
-        session = getattr(request, "session_hash", None)
-        ticket = _take_ticket(session)
-        values = fn(*args, **kwargs)
-        if turn_only and _overtaken(session, ticket):
-            yield [gr.skip()] * len(values)
-            return
-        if defer_s > 0 and any(isinstance(v, Later) for v in values):
-            yield [gr.skip() if isinstance(v, Later) else v for v in values]
-            t0 = time.monotonic()
-            values = resolve(values)  # built meanwhile; only the rest of the wait is slept
-            time.sleep(max(0.0, defer_s - (time.monotonic() - t0)))
-            if _overtaken(session, ticket):
-                # End on an answer that changes nothing: Gradio's completion message carries the
-                # last value yielded, and the first step's (this turn's tokens) would be drawn again
-                # over the newer event's answer (→ then ← flipped back to the turn left).
+    if defer_s <= 0 and not generator:
+        if inline:
+            @functools.wraps(fn)
+            async def run(*args, **kwargs):  # the one-answer form, made inline when it is all made already
+                if len(args) > n_pos:  # the request: nothing to order without a second step
+                    args = args[:-1]
+                return await _made(inline, _answer, fn, args, kwargs)
+        else:
+            @functools.wraps(fn)
+            def run(*args, **kwargs):  # the one-answer form of the same handler
+                if len(args) > n_pos:
+                    args = args[:-1]
+                return _answer(fn, args, kwargs)
+    else:
+        # An async generator: its wait for the plots is the event loop's, not a worker thread held
+        # asleep for defer_s (a room of visitors switching turns held one thread each).
+        @functools.wraps(fn)
+        async def run(*args, **kwargs):
+            request = None
+            if len(args) > n_pos:  # Gradio passed the request it was asked for (a direct call does not)
+                *args, request = args
+            session = getattr(request, "session_hash", None)
+            ticket = _take_ticket(session)
+            values = await _made(inline, fn, *args, **kwargs)
+            if turn_only and _overtaken(session, ticket):
                 yield [gr.skip()] * len(values)
                 return
-        yield resolve(values)
-
-    if defer_s <= 0 and not generator:
-        @functools.wraps(fn)
-        def run(*args, **kwargs):  # noqa: F811 - the one-answer form of the same handler
-            if len(args) > n_pos:  # the request: nothing to order without a second step
-                args = args[:-1]
-            return resolve(fn(*args, **kwargs))
+            if defer_s > 0 and any(isinstance(v, Later) for v in values):
+                yield [gr.skip() if isinstance(v, Later) else v for v in values]
+                t0 = time.monotonic()
+                values = await _made(inline, resolve, values)  # built meanwhile; only the rest of the wait is slept
+                await asyncio.sleep(max(0.0, defer_s - (time.monotonic() - t0)))
+                if _overtaken(session, ticket):
+                    # End on an answer that changes nothing: Gradio's completion message carries the
+                    # last value yielded, and the first step's (this turn's tokens) would be drawn again
+                    # over the newer event's answer (→ then ← flipped back to the turn left).
+                    yield [gr.skip()] * len(values)
+                    return
+            yield resolve(values)
 
     # Gradio injects a gr.Request into a positional parameter annotated with it (helpers.special_args)
     extra = inspect.Parameter("_ri_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
@@ -105,6 +127,22 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
         hints = {}
     run.__annotations__ = {**hints, "_ri_request": gr.Request}
     return run
+
+
+def _answer(fn: Callable[..., list], args: tuple, kwargs: dict) -> list:
+    return resolve(fn(*args, **kwargs))
+
+
+async def _made(inline: bool, fn: Callable[..., Any], *args, **kwargs) -> Any:
+    """``fn(*args, **kwargs)`` in a worker thread, as Gradio runs any handler; with ``inline``, first on
+    the event loop under :func:`viewer.memo.hits_only`, and in the thread only on a Miss."""
+    if inline:
+        try:
+            with hits_only():
+                return fn(*args, **kwargs)
+        except Miss:  # something to make (or to wait for): where any handler does it
+            pass
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
 _TICKETS: dict[str, int] = {}
