@@ -121,7 +121,7 @@ def test_a_rescore_adds_the_delta_mode_with_its_values(tmp_path):
     assert d["mode"] == "delta" and "delta" in d["modes"] and d["delta"]["model"] == "hand"
     dl = d["delta"]["dl"]
     assert (dl[p], dl[p + 1], dl[p + 4]) == (0.25, -1.0, 0.0) and dl[p + 2] is None and dl[:p] == [None] * p
-    assert _json_tag(html, "p-r0-2")["delta"]["dl"] == [None] * len(_json_tag(html, "p-r0-2")["ids"])
+    assert _json_tag(html, "p-r0-2")["delta"]["dl"] == [None] * len(expand(_json_tag(html, "p-r0-2"))["ids"])
     with pytest.raises(ValueError, match="--mode delta: this rollout has no rescore"):
         ex.rollout_doc(ex.load(str(SAMPLE), settings), settings, mode="delta")
 

@@ -38,11 +38,12 @@ def test_a_hand_made_turn_gives_the_payload_written_out_here():
             r'"t":["\u003ca>","b","c","d","\n"],"sp":[0,4],"k":[0,0,1,2,1],"lp":[null,null,-0.5,-1.2346,null],'
             r'"top":{"2":[[7,-0.5],[42,-2.0]]},"alt":{"42":"z"},"oov":[3],"low":-2.5,"tail":1,"page":1000,'
             r'"focus":[2,4],"mode":"logprob","modes":["mask","logprob"],"note":"n","link":"source=x&turn=3"}')
-    # compact (v2), worked by hand from it: the texts as one string and their lengths; kinds as runs
+    # compact (v3), worked by hand from it: the ids and the texts' lengths as number columns (each
+    # number under 32 is one character: A=0, B=1, ..., F=5); the texts as one string; kinds as runs
     # (two 0s, one 1, one 2, one 1); the logprobs as the one run of values, from position 2
-    want = (r'{"v":2,"turn":3,"trained":true,"kind":"agent","role":"main","prompt_len":2,'
-            r'"prompt_source":"engine","output_source":"engine","exact":true,"ids":[5,6,7,8,9],'
-            r'"tx":"\u003ca>bcd\n","tl":[3,1,1,1,1],"sp":[0,4],"kr":[0,2,1,1,2,1,1,1],"lr":[[2,[-0.5,-1.2346]]],'
+    want = (r'{"v":3,"turn":3,"trained":true,"kind":"agent","role":"main","prompt_len":2,'
+            r'"prompt_source":"engine","output_source":"engine","exact":true,"ids":"FGHIJ",'
+            r'"tx":"\u003ca>bcd\n","tl":"DBBBB","sp":[0,4],"kr":[0,2,1,1,2,1,1,1],"lr":[[2,[-0.5,-1.2346]]],'
             r'"top":{"2":[[7,-0.5],[42,-2.0]]},"alt":{"42":"z"},"oov":[3],"low":-2.5,"tail":1,"page":1000,'
             r'"focus":[2,4],"mode":"logprob","modes":["mask","logprob"],"note":"n","link":"source=x&turn=3"}')
     assert render.token_view_payload(turn, tt, view) == want
@@ -123,10 +124,27 @@ def test_texts_are_cut_at_utf16_lengths_and_runs_cover_every_position():
     tt = TurnTokens([1, 2, 3, 4, 5, 6], texts, [False] * 6, 1, True)
     p = render.token_view_payload(turn, tt, render.ViewOptions())
     d = json.loads(p)
-    assert d["tx"] == "😀a😀bé\nx" and d["tl"] == [2, 0, 4, 1, 1, 1]
+    assert d["tx"] == "😀a😀bé\nx" and d["tl"] == "CAEBBB"  # lengths 2, 0, 4, 1, 1, 1
     assert d["kr"] == [0, 1, 1, 2, 2, 2, 1, 1] and d["lr"] == [[1, [-0.25]], [3, [-1.0]], [5, [-2.0]]]
     e = expand(p)
     assert e["t"] == texts and e["k"] == [0, 1, 1, 2, 2, 1] and e["lp"] == [None, -0.25, None, -1.0, None, -2.0]
+
+
+def test_number_columns_worked_by_hand():
+    # base64url digits A-Z a-z 0-9 - _ (values 0-63); a number's 5-bit groups lowest first, 32 added
+    # to every group but its last: 31 = "f"; 32 = 0 (+32: "g") then 1 ("B"); 151644 = 28 + 2·32 +
+    # 20·32² + 4·32³ = "8", "i", "0" (60, 34, 52), then "E"; 999999 = 31 + 17·32 + 16·32² + 30·32³
+    turn = Turn(index=0, call=1, trained=True, prompt_ids=[0, 31], output_ids=[32, 151644, 999999],
+                logprobs=[-1.0, -1.0, -1.0], mask=[1, 1, 1])
+    tt = TurnTokens([0, 31, 32, 151644, 999999], ["a"] * 5, [False] * 5, 2, True)
+    d = json.loads(render.token_view_payload(turn, tt, render.ViewOptions()))
+    assert d["ids"] == "Afg" + "B" + "8i0E" + "_xwe"
+    assert expand(d)["ids"] == [0, 31, 32, 151644, 999999]
+    # an id that is not a non-negative number (a broken file) goes out as the list it is
+    bad = TurnTokens([5, -1], ["a", "b"], [False, False], 1, True)
+    d = json.loads(render.token_view_payload(Turn(index=0, call=1, prompt_ids=[5], output_ids=[-1]), bad,
+                                             render.ViewOptions()))
+    assert d["ids"] == [5, -1] and expand(d)["ids"] == [5, -1]
 
 
 def _js_kinds() -> dict[str, int]:

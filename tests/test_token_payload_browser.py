@@ -10,7 +10,7 @@ import json
 import pytest
 
 from hostile import HOSTILE
-from tv_payload import expand
+from tv_payload import expand, numbers
 from viewer import render
 from viewer.config import SAMPLE_DIR, Settings
 from viewer.render.export import _asset, _host
@@ -20,7 +20,7 @@ from viewer.tokens import TurnTokens
 
 pytestmark = pytest.mark.browser
 
-EXPAND = "p => { const D = riExpandTokens(JSON.parse(p)); return [D.t, Array.from(D.k), D.lp]; }"
+EXPAND = "p => { const D = riExpandTokens(JSON.parse(p)); return [D.ids, D.t, Array.from(D.k), D.lp]; }"
 
 
 def _hand_payloads() -> list[str]:
@@ -61,7 +61,7 @@ def test_the_browser_reads_every_payload_as_the_python_reader_does(blank):
     assert len(payloads) >= 10
     for p in payloads:
         e = expand(p)
-        assert blank.evaluate(EXPAND, p) == [e["t"], e["k"], e["lp"]]
+        assert blank.evaluate(EXPAND, p) == [e["ids"], e["t"], e["k"], e["lp"]]
 
 
 def test_the_view_paints_the_texts_and_hovers_the_exact_text_after_an_emoji(blank):
@@ -84,8 +84,10 @@ def test_the_view_paints_the_texts_and_hovers_the_exact_text_after_an_emoji(blan
 
 def test_a_payload_that_does_not_add_up_is_refused(blank):
     d = json.loads(_hand_payloads()[0])
-    for bad in ({**d, "tl": d["tl"][:-1]}, {**d, "tl": [*d["tl"][:-1], d["tl"][-1] + 1]},
-                {**d, "kr": d["kr"][:-2]}, {**d, "v": 1}):
+    tl = numbers(d["tl"])
+    for bad in ({**d, "tl": d["tl"][:-1]}, {**d, "tl": [*tl[:-1], tl[-1] + 1]}, {**d, "kr": d["kr"][:-2]},
+                {**d, "v": 2}, {**d, "ids": d["ids"] + "g"},  # "g": a digit that says another follows
+                {**d, "ids": d["ids"][:-1] + "!"}, {**d, "tl": 7}, {**d, "ids": d["ids"][:-1]}):
         got = blank.evaluate("p => { try { riExpandTokens(JSON.parse(p)); return 'read'; } catch (e) { return String(e); } }",
                              json.dumps(bad))
         assert got.startswith("Error:"), got
