@@ -78,8 +78,8 @@ HARNESS = """<!doctype html><html><head><meta charset="utf-8"><style>
 <div class='ri-tip' hidden></div><div class='ri-tv-detail'></div></div></div>
 <pre id="plain" style="white-space:pre-wrap;font-family:var(--font-mono);font-size:13px;line-height:1.6;max-height:560px;overflow:auto"></pre>
 <script>
-window.hold = (payload, text) => {  // the inputs, handed over in a call of their own (not timed)
-  window.__P = payload; window.__T = text; window.__n = JSON.parse(payload).ids.length;
+window.hold = (payload, text, n) => {  // the inputs, handed over in a call of their own (not timed)
+  window.__P = payload; window.__T = text; window.__n = n;
 };
 window.runView = () => {
   const payload = window.__P;
@@ -168,7 +168,7 @@ def main() -> None:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_content(html)
-        page.evaluate("([p, t]) => hold(p, t)", [payload, text])
+        page.evaluate("([p, t, n]) => hold(p, t, n)", [payload, text, a.tokens])
         views, plains, ends, cpu_v, cpu_p = [], [], [], [], []
         for _ in range(a.repeat):
             ms, ok, n = page.evaluate("() => runView()")
