@@ -375,3 +375,29 @@ def test_with_the_plot_wait_a_made_turn_is_made_on_the_event_loop_and_its_plots_
     assert len(switched) == 2 and first[1] == then[1] == 2 and json.loads(first[2])["turn"] == 2
     assert first[3] == {"__type__": "update"} and then[3] is not None  # the plot skipped, then sent
     assert len(opened) == 2
+
+
+def test_small_inputs_are_preprocessed_without_a_thread_and_still_checked(monkeypatch):
+    # Gradio preprocessed each input in a worker thread: a turn switch's number box, an open's sample
+    # picker and tokenizer box, ◀ / ▶'s four (docs/SPEED.md, room round six).
+    import aio
+    import anyio.to_thread
+    from gradio.state_holder import SessionState
+
+    demo = _demo(0.0)
+    fns = {f.api_name: f for f in demo.fns.values()}
+    handed = []
+    real = anyio.to_thread.run_sync
+    monkeypatch.setattr(anyio.to_thread, "run_sync", lambda fn, *a, **k: handed.append(fn) or real(fn, *a, **k))
+    state = SessionState(demo)
+
+    async def call(name, data):
+        return (await demo.process_api(fns[name], data, state=state, root_path="http://127.0.0.1"))["data"]
+
+    aio.run(call("open_sample", ["qwen3-tiny", ""]))
+    switched = aio.run(call("select_turn", [None, 2.0]))  # the number box sends a float
+    assert switched[1] == 2 and json.loads(switched[2])["turn"] == 2
+    assert [f for f in handed if getattr(f, "__name__", "") == "preprocess"] == []
+    # Gradio's own checks still run: a sample that is not one of the picker's choices is refused
+    with pytest.raises(Exception, match="not in the list of choices"):
+        aio.run(call("open_sample", ["../../etc", ""]))

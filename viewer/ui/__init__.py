@@ -134,7 +134,44 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     lazy_session_config()
     cheap_skips()
     no_matplotlib_search()
+    inline_small_preprocess()
     return demo
+
+
+_SMALL_INPUTS = (gr.Number, gr.Checkbox, gr.Textbox, gr.Dropdown)
+
+
+def inline_small_preprocess() -> None:
+    """Run the ``preprocess`` of small inputs where the event runs, not in a worker thread.
+
+    Gradio hands each input's ``preprocess`` to a worker thread (``anyio.to_thread.run_sync`` in
+    ``Blocks.preprocess_data``). For a number box, a checkbox, a text box or a dropdown (exactly those
+    classes) it is a type check of a few bytes; the hand-off and the hand-back of the GIL cost more, and
+    with 16 visitors on one link they queued behind each other: a turn switch has one such input, an
+    open two, ◀ / ▶ four (docs/SPEED.md, room round six). Gradio's own ``preprocess`` still runs on the
+    same value, errors and all; only the thread changes. Every other use of ``anyio`` in
+    ``gradio.blocks`` (handlers, postprocess, other inputs) reaches the real module."""
+    import types
+
+    import gradio.blocks as gb
+
+    if getattr(gb, "_ri_inline_preprocess", False):
+        return
+    real = gb.anyio
+
+    async def run_sync(fn, *args, **kwargs):
+        if getattr(fn, "__name__", None) == "preprocess" and type(getattr(fn, "__self__", None)) in _SMALL_INPUTS:
+            return fn(*args)
+        return await real.to_thread.run_sync(fn, *args, **kwargs)
+
+    class _Anyio(types.ModuleType):  # gradio.blocks' anyio: the real one but for to_thread.run_sync
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    proxy = _Anyio("anyio")
+    proxy.to_thread = types.SimpleNamespace(run_sync=run_sync)
+    gb.anyio = proxy
+    gb._ri_inline_preprocess = True
 
 
 def no_matplotlib_search() -> None:
