@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tv_payload import expand
 from viewer.config import SAMPLE_DIR, Settings
 from viewer.sources import load_source
 
@@ -38,7 +39,7 @@ def test_evicted_rollout_is_reopened_for_its_session(small_cache_app):
     for who, ro, idx in ((a, tiny, 2), (b, smol, 3), (a, tiny, 3)):
         turn, payload, _, _ = who.predict(idx, api_name="/select_turn")
         t = ro.turn(idx)
-        d = json.loads(payload)
+        d = expand(payload)
         assert turn == idx and d["turn"] == idx
         assert d["ids"] == list(t.prompt_ids) + list(t.output_ids)  # this session's rollout, not the other's
 
@@ -80,13 +81,13 @@ def test_concurrent_sessions_each_get_their_own_turn(app_url):
         order = [1, 2, 3][i % 3:] + [1, 2, 3][:i % 3]  # at each step, neighbours ask for different turns
         together.wait()
         out = clients[i].predict(sample, "", api_name="/open_sample")
-        opened = json.loads(out[-3])  # the token view of the turn the link opens on
+        opened = expand(out[-3])  # the token view of the turn the link opens on
         if opened["ids"] != raw[sample][opened["turn"]]:
             wrong.append(f"session {i} open: turn {opened['turn']} is not {sample}'s")
         for idx in order * 2:
             together.wait()
             turn, payload, _, _ = clients[i].predict(idx, api_name="/select_turn")
-            d = json.loads(payload)
+            d = expand(payload)
             if turn != idx or d["turn"] != idx or d["ids"] != raw[sample][idx]:
                 wrong.append(f"session {i} ({sample}) asked for turn {idx}, got turn {turn}/{d['turn']} "
                              f"with {len(d['ids'])} ids (expected {len(raw[sample][idx])})")
@@ -132,7 +133,7 @@ def test_long_work_waits_in_its_own_queue_with_its_place_shown_while_browsing_go
     opened = c.predict("qwen3-tiny", "", api_name="/open_sample")
     assert isinstance(opened[-3], str), opened[:2]  # header and status say why when it fails
     turn, payload, _, _ = c.predict(2, api_name="/select_turn")
-    assert turn == 2 and json.loads(payload)["ids"] == _raw_turns("qwen3-tiny")[2]
+    assert turn == 2 and expand(payload)["ids"] == _raw_turns("qwen3-tiny")[2]
     # Browsing is done; the first scan still runs and the second still waits its turn (with a
     # limit above one it would be running by now, next to the first).
     assert not first.done() and second.status().code == Status.IN_QUEUE
