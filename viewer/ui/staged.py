@@ -113,7 +113,9 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
                     # over the newer event's answer (→ then ← flipped back to the turn left).
                     yield [gr.skip()] * len(values)
                     return
-            yield resolve(values)
+            elif any(isinstance(v, Later) for v in values):  # one step (defer_s 0): its plots made as the rest
+                values = await _made(inline, resolve, values)
+            yield values
 
     # Gradio injects a gr.Request into a positional parameter annotated with it (helpers.special_args)
     extra = inspect.Parameter("_ri_request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
