@@ -15,3 +15,12 @@ from typing import Any, Coroutine
 def run(coro: Coroutine[Any, Any, Any], timeout: float = 300) -> Any:
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result(timeout=timeout)
+
+
+def where() -> str:
+    """Where the caller runs: "event loop" (a coroutine's own thread) or "thread" (a worker's)."""
+    try:
+        asyncio.get_running_loop()
+        return "event loop"
+    except RuntimeError:
+        return "thread"

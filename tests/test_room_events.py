@@ -281,7 +281,6 @@ def test_a_made_turn_is_answered_on_the_event_loop_and_a_new_one_in_a_worker_thr
     # behind a hand-off that cost more, and with 16 visitors at once the hand-offs queued behind each
     # other (docs/SPEED.md, room round six). What is already made is now answered where the event
     # arrived; what is not still runs in a thread, where it may take its time.
-    import asyncio
 
     import aio
     from gradio.state_holder import SessionState
@@ -294,11 +293,7 @@ def test_a_made_turn_is_answered_on_the_event_loop_and_a_new_one_in_a_worker_thr
     real = Handlers.turn_values
 
     def turn_values(self, op, index, *a, **k):
-        try:
-            asyncio.get_running_loop()
-            where.append((index, "event loop"))
-        except RuntimeError:
-            where.append((index, "thread"))
+        where.append((index, aio.where()))
         return real(self, op, index, *a, **k)
 
     monkeypatch.setattr(Handlers, "turn_values", turn_values)
@@ -328,7 +323,6 @@ def test_with_the_plot_wait_a_made_turn_is_made_on_the_event_loop_and_its_plots_
     # The default answer comes in two steps (tokens, then the plots defer_s later). Each step ran in a
     # worker thread and the wait was a thread asleep: a room switching turns held a thread each. (Gradio
     # still creates a generator in a thread; what the steps do, and the wait, now happen on the loop.)
-    import asyncio
 
     import aio
     from gradio.state_holder import SessionState
@@ -358,11 +352,7 @@ def test_with_the_plot_wait_a_made_turn_is_made_on_the_event_loop_and_its_plots_
 
     def noting(fn):
         def call(*a, **k):
-            try:
-                asyncio.get_running_loop()
-                where.append((fn.__name__, "event loop"))
-            except RuntimeError:
-                where.append((fn.__name__, "thread"))
+            where.append((fn.__name__, aio.where()))
             return fn(*a, **k)
         return call
 

@@ -1,18 +1,9 @@
 """Two-step answers (viewer/ui/staged.py): where each step's work runs."""
 from __future__ import annotations
 
-import asyncio
-
+from aio import where as _where
 from viewer.memo import Memo
 from viewer.ui.staged import Later, staged
-
-
-def _where() -> str:
-    try:
-        asyncio.get_running_loop()
-        return "event loop"
-    except RuntimeError:
-        return "thread"
 
 
 def test_a_one_step_generators_plots_are_made_in_a_worker_thread():

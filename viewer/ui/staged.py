@@ -50,7 +50,7 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
     """``fn`` as a two-step async generator (one step when it returned no :class:`Later`); each
     step's work runs in a worker thread, as Gradio runs a plain handler (but see ``inline``).
 
-    With ``defer_s`` 0 the plots come in the one answer, and ``fn`` stays a plain function
+    With ``defer_s`` 0 the plots come in the one answer, and ``fn`` is one coroutine, not a generator
     (unless ``generator``: a caller that ``async for``s it): Gradio sends a generator's answer
     twice (each yield as ``process_generating``, then the last one again as ``process_completed``),
     so a one-step generator cost the browser, the server and API clients every byte two times.
@@ -76,18 +76,11 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
     n_pos = sum(1 for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD))
 
     if defer_s <= 0 and not generator:
-        if inline:
-            @functools.wraps(fn)
-            async def run(*args, **kwargs):  # the one-answer form, made inline when it is all made already
-                if len(args) > n_pos:  # the request: nothing to order without a second step
-                    args = args[:-1]
-                return await _made(inline, _answer, fn, args, kwargs)
-        else:
-            @functools.wraps(fn)
-            def run(*args, **kwargs):  # the one-answer form of the same handler
-                if len(args) > n_pos:
-                    args = args[:-1]
-                return _answer(fn, args, kwargs)
+        @functools.wraps(fn)
+        async def run(*args, **kwargs):  # the one-answer form: in a worker thread, as Gradio runs a plain handler
+            if len(args) > n_pos:  # the request: nothing to order without a second step
+                args = args[:-1]
+            return await _made(inline, _answer, fn, args, kwargs)
     else:
         # An async generator: its wait for the plots is the event loop's, not a worker thread held
         # asleep for defer_s (a room of visitors switching turns held one thread each).
