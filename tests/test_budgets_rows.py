@@ -40,8 +40,8 @@ def _bomb(path, rows: int, mb: float, *, dictionary: bool) -> None:
         blob = _blobs(rows, size)
     # store_schema=False: the file says "a string column" (dictionary-encoded on disk), as the writer
     # made it from a plain list of strings, so a reader decodes every row's value
-    pq.write_table(pa.table({"messages": [MSG] * rows, "blob": blob}), path, compression="zstd",
-                   row_group_size=rows, use_dictionary=dictionary, store_schema=False)
+    _write(pa.table({"messages": [MSG] * rows, "blob": blob}), path, dictionary, row_group_size=rows,
+           store_schema=False)
 
 
 @pytest.mark.slow  # writes a 544 MB parquet to zip it
