@@ -38,7 +38,8 @@ DATA = Path(__file__).resolve().parent / "data"
 @pytest.fixture(scope="session")
 def realdata() -> Path:
     if not REALDATA.exists():
-        need("../shared/realdata", f"{REALDATA} not found")
+        need("../shared/realdata", f"{REALDATA} not found",
+             "it comes with the workspace, not from `make setup`: clone the repository beside ../shared")
     return REALDATA
 
 

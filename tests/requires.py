@@ -14,8 +14,8 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").lower() not in ("", "0", "false")
 
 
-def need(part: str, why: str) -> None:
-    pytest.skip(f"{part} is missing ({why}); `make setup` installs it")
+def need(part: str, why: str, fix: str = "`make setup` installs it") -> None:
+    pytest.skip(f"{part} is missing ({why}); {fix}")
 
 
 def capture_env_missing() -> str | None:
