@@ -54,3 +54,4 @@ pip_stamped requirements-rescore.txt "$VENV/.requirements-rescore.sha256" requir
 pip_stamped requirements-scale.txt "$VENV/.requirements-scale.sha256" requirements-scale.txt
 bash scripts/setup_capture.sh  # vLLM (CPU/GPU) env + opencode for live capture; CAPTURE_SETUP=0 skips
 bash scripts/setup_oracle.sh  # .venv-trl: TRL 1.14.0 + 1.16.0 side by side as the test oracle; ORACLE_SETUP=0 skips
+bash scripts/setup_producers.sh  # .venv-producers: the producers' own readers (Inspect AI) as test oracles

@@ -118,6 +118,9 @@ class RolloutOrigin(_Checked):
     token_view: TokenView | None = None
     tokenizer: str | None = None        # the tokenizer a derived view was rendered with
     tokenizer_note: str | None = None   # why that one (shown next to the view)
+    # the derived view was rendered with a stand-in (the bundled Qwen3), not the rollout's own model:
+    # what its template does (Qwen3's think handling) is not the rollout's drift (viewer.drift.scan)
+    tokenizer_stand_in: bool = False
     session_id: str | None = None       # opencode export rows: the session ...
     batch_id: int | None = None         # ... the export batch ...
     exported_at: str | None = None      # ... and when (ISO-8601)

@@ -90,6 +90,9 @@ class Turn:
     timestamp: float | None = None
     error: str | None = None
     origin: TurnOrigin = NO_ORIGIN  # frozen: one shared empty default is safe (where it came from, who set its mask)
+    # The trainer's own logprob of each output token, where the file recorded it (a prime-rl token
+    # export): the mismatch views show them without a model run (viewer.rescore.recorded).
+    trainer_logprobs: list[float | None] | None = None
 
     @property
     def tool_names(self) -> list[str]:
@@ -119,7 +122,7 @@ class Turn:
         """Approximate bytes this turn holds, cheaply: exact for packed columns (``nbytes``),
         a per-entry estimate for Python lists, and the text of messages / response / request."""
         cols = (self.prompt_ids, self.output_ids, self.logprobs, self.top_logprobs, self.output_bytes,
-                self.mask, self.prompt_mask)
+                self.mask, self.prompt_mask, self.trainer_logprobs)
         own = 0 if self.origin is NO_ORIGIN else self.origin.nbytes  # the shared default costs a turn nothing
         return 600 + sum(_column_nbytes(c) for c in cols) + own + _json_nbytes(
             (self.messages, self.tools, self.response, self.request), 0)

@@ -47,6 +47,10 @@ def _print_table(res: dict[str, Any]) -> None:
     print(f"  round trip / re-render / broken prefix: {t['retokenize_drifted']} / {t['template_drifted']} / "
           f"{t['prefix_broken']}")
     print(f"by cause:               {causes}")
+    if t.get("stand_in_artefacts"):
+        print(f"stand-in artefacts:     {t['stand_in_artefacts']} turn(s) whose only findings come from the stand-in "
+              "tokenizer's template (the bundled Qwen3 for another model), not from the rollout; the trainer "
+              "rows below re-render with that stand-in too")
     tr = res["trainer"]
     tl = tr["tally"]
     who = (f"{tr['mode']} (TRL {tr['trl_version']}" + (f", train turns: {tr['train_turns']}" if tr["mode"] == "trl-message"

@@ -11,6 +11,7 @@ import math
 from viewer.capture.models import MODELS
 from viewer.config import Settings
 from viewer.rescore import importance as IS
+from viewer.rescore.dataset import RECORDED, _recorded
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
 from .rescore_dataset import add_dataset_options, run_dataset, wants_dataset
@@ -27,7 +28,8 @@ def add_parser(sub) -> None:
     p.add_argument("source", metavar="SOURCE", help="capture folder or trace file; a folder of captures, a data file "
                                                     "or hf://...: every rollout (a dataset rescore, see --out)")
     p.add_argument("--model", required=True, help=f"{' / '.join(MODELS)} (the capture models, built offline), a "
-                                                  "local model folder or a Hub name")
+                                                  "local model folder or a Hub name; recorded: the trainer "
+                                                  "logprobs the file holds (a prime-rl token export), no model run")
     add_common(p, findings="a token is flagged (|Δ| over the threshold)")
     p.add_argument("--trainer", choices=("trl-message", "trl-contract"), default=None,
                    help="whose rows (default: what the source supports, as the drift command picks)")
@@ -86,7 +88,8 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
     from viewer.sources import load_source
     from viewer.tokenizer import tokenizer_for
 
-    if not torch_available():  # before reading anything: the one thing the user must fix
+    recorded = args.model == RECORDED  # the file's own trainer logprobs: no model, no torch
+    if not recorded and not torch_available():  # before reading anything: the one thing the user must fix
         raise TorchMissing()
     if args.threshold is not None:
         settings = replace(settings, rescore_flag_delta=float(args.threshold))
@@ -103,8 +106,9 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
     # the tokenizer the app reads this rollout with; only trl-message re-renders prompts through it
     choice = tokenizer_for(ro, settings, args.tokenizer, load=spec.mode == "trl-message")
     try:
-        res = rescore(ro, args.model, settings, spec=spec, tok=choice.tokenizer if spec.mode == "trl-message" else None,
-                      device=args.device, dtype=args.dtype, temperature=args.temperature)
+        res = _recorded(ro, settings) if recorded else rescore(
+            ro, args.model, settings, spec=spec, tok=choice.tokenizer if spec.mode == "trl-message" else None,
+            device=args.device, dtype=args.dtype, temperature=args.temperature)
     except (TorchMissing, BudgetExceeded):
         raise  # their own exit codes (common.exit_code)
     except (ValueError, RuntimeError, OSError) as e:  # a model that cannot be loaded, a rollout it cannot train on
@@ -117,7 +121,7 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
         return code
     t = doc["totals"]
     print(f"model:    {res.model} ({res.device}, {res.dtype}, temperature {res.temperature})")
-    print(f"trainer:  {spec.label}")
+    print(f"trainer:  {res.trainer['reason'] if recorded else spec.label}")
     print("  ".join(f"{c:>14}" if i > 3 else f"{c:>8}" for i, c in enumerate(COLUMNS)))
     for row in doc["turns"]:
         print("  ".join(f"{_fmt(row[c]):>14}" if i > 3 else f"{_fmt(row[c]):>8}" for i, c in enumerate(COLUMNS)))

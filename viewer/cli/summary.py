@@ -66,7 +66,7 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--split", help="dataset split (default: train when the files name one)")
     s.add_argument("--config", help="dataset config (README configs, or a folder name)")
     s.add_argument("--row", type=int, help="row of a row dataset (default: the first listed row)")
-    s.add_argument("--format", default=None, help="row format when detection is ambiguous: atif, opencode, agentcap, "
-                                                  "harbor, openenv-contract, messages, capture")
+    s.add_argument("--format", default=None, help="the reader, whatever the file's extension: capture, or a row format "
+                                                  "of docs/FORMATS.md §7 (nemo-gym, atropos, inspect, swe-agent, ...)")
     add_setting_option(s, "--tokenizer", "tokenizer", metavar="T", default=None)
     s.set_defaults(func=_cmd_summary)

@@ -42,6 +42,7 @@ class TemplateResult(TypedDict):
     plain_cause: NotRequired[str | None]
     plain_error: NotRequired[str]
     unchecked: NotRequired[str]
+    artefact: NotRequired[str]  # the cause comes from a stand-in tokenizer's template, not the rollout
 
 
 class PrefixResult(TypedDict):
@@ -52,6 +53,7 @@ class PrefixResult(TypedDict):
     divergence: int | None
     in_output: bool
     unchecked: NotRequired[str]
+    artefact: NotRequired[str]  # the cause comes from a stand-in tokenizer's template, not the rollout
 
 
 class RowResult(TypedDict):
@@ -111,6 +113,7 @@ class ScanTotals(TypedDict):
     prefix_broken: int
     cancelled: bool
     unreadable: int
+    stand_in_artefacts: int  # turns whose only findings come from a stand-in tokenizer's template
 
 
 class ScanError(TypedDict):
@@ -244,6 +247,11 @@ def _yn(v: bool | None) -> str:
     return "—" if v is None else ("equal" if v else "DIFF")
 
 
+def _cause_label(check: dict[str, Any]) -> str:
+    cause = check.get("cause") or ""
+    return f"{cause} ({check['artefact']})" if cause and check.get("artefact") else cause
+
+
 def scan_table(result: ScanResult, cause: str | None = None, drifted_only: bool = False) -> list[dict[str, Any]]:
     """One plain dict per turn (columns :data:`SCAN_COLUMNS`), optionally only turns where
     some check names ``cause``, or only drifted turns. Used by the CLI table and the UI."""
@@ -251,6 +259,7 @@ def scan_table(result: ScanResult, cause: str | None = None, drifted_only: bool 
     for rec in result.get("turns", []):
         rt, tp, px = rec["retokenize"], rec["template"], rec["prefix"]
         causes = {c for c in (rt.get("cause"), tp.get("cause"), px.get("cause")) if c}
+        tp_cause, px_cause = (_cause_label(x) for x in (tp, px))
         drifted = bool(rec.get("drifted"))  # decided once, by the scan
         if cause and cause not in causes:
             continue
@@ -261,8 +270,8 @@ def scan_table(result: ScanResult, cause: str | None = None, drifted_only: bool 
             "rollout": rec["rollout"], "turn": rec["turn"], "drifted": "yes" if drifted else "no",
             "round trip": _yn(rt.get("equal")), "rt cause": rt.get("cause") or "",
             "spans": rt.get("changed_spans", 0), "re-render": _yn(tp.get("equal")),
-            "render cause": tp.get("cause") or "", "prefix": px.get("status", ""),
-            "prefix cause": px.get("cause") or "", "re-rendered": px.get("tokens_rerendered", 0),
+            "render cause": tp_cause, "prefix": px.get("status", ""),
+            "prefix cause": px_cause, "re-rendered": px.get("tokens_rerendered", 0),
             "row": row.get("verdict", ""), "losing gradient": row.get("tokens_losing_gradient", 0),
             "unchecked": rec.get("unchecked", ""),
         })

@@ -190,6 +190,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
         else:
             tp_res[n].update({"plain_equal": d["equal"], "plain_cause": d["cause"]})
     # --- C + rows
+    stand_ins = {name for name, r in chunk if r.origin.tokenizer_stand_in}
     for n, (name, t, prev) in enumerate(items):
         pc = prefix_audit(prev, t, tok)
         p = PrefixResult(status=pc.status, cause=pc.cause, tokens_rerendered=pc.tokens_rerendered,
@@ -198,6 +199,8 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
             p["unchecked"] = pc.unchecked
         rec = {"rollout": name, "turn": t.index, "call": t.call,
                "retokenize": rt_res[n], "template": tp_res.get(n, {}), "prefix": p}
+        if name in stand_ins:
+            _mark_stand_in(rec)
         recs.append(rec)
     folds: list[_Fold] = []
     for name, r in chunk:
@@ -225,14 +228,29 @@ def _scan_listed(scan_fn, listed: list[Rollout], chunk: list[tuple[str, int]]):
     return scan_fn([(name, listed[i]) for name, i in chunk])
 
 
+# What a chat template does to history and generation prompts: on a view rendered with a stand-in
+# tokenizer (the bundled Qwen3 for a GPT or Llama rollout) these come from the stand-in, not the rollout.
+STAND_IN_CAUSES = frozenset({"think_dropped", "template_kwargs"})
+
+
+def _mark_stand_in(rec: dict[str, Any]) -> None:
+    """Label the template and prefix findings a stand-in tokenizer's template explains (issue 35)."""
+    for key in ("template", "prefix"):
+        check = rec[key]
+        if check.get("cause") in STAND_IN_CAUSES:
+            check["artefact"] = "stand-in template"
+
+
 def _tally(rec: dict[str, Any], totals: dict[str, Any]) -> None:
     totals["turns"] += 1
     checks = tuple(rec[c] for c in CHECKS)
-    drifted = (rec["retokenize"].get("equal") is False or rec["template"].get("equal") is False
-               or rec["prefix"]["status"] == "broken")
+    real = {c: not rec[c].get("artefact") for c in CHECKS}  # a stand-in's artefact is not this rollout's drift
+    drifted = (rec["retokenize"].get("equal") is False or (rec["template"].get("equal") is False and real["template"])
+               or (rec["prefix"]["status"] == "broken" and real["prefix"]))
     rec["drifted"] = drifted  # decided here once; the CLI table and the UI read it
     totals["drifted_turns"] += int(drifted)
-    causes = {c.get("cause") for c in checks if c.get("cause")}
+    totals["stand_in_artefacts"] += int(not drifted and not all(real.values()))
+    causes = {c.get("cause") for c in checks if c.get("cause") and not c.get("artefact")}
     for c in causes:
         totals["by_cause"][c] = totals["by_cause"].get(c, 0) + 1
     reasons = [c["unchecked"] for c in checks if c.get("unchecked")]

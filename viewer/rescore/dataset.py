@@ -24,9 +24,10 @@ from viewer.rescore import importance as IS
 from viewer.rollout import Rollout
 
 __all__ = ["RescoreOptions", "TOKEN_FIELDS", "token_schema", "empty_columns", "rescore_rollouts", "rescore_dataset",
-           "is_dataset_source", "AUTO_MODEL"]
+           "is_dataset_source", "AUTO_MODEL", "RECORDED"]
 
 AUTO_MODEL = "auto"  # --model auto: each rollout with the model it was sampled from (Rollout.model)
+RECORDED = "recorded"  # --model recorded: the trainer logprobs the file holds (viewer.rescore.recorded), no model
 
 # (column, arrow type): the per-token parquet schema, documented in docs/MISMATCH.md ("Per-token parquet")
 TOKEN_FIELDS: list[tuple[str, str]] = [
@@ -179,7 +180,7 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
     out: dict[str, Any] = {"columns": cols, "rollouts": [], "errors": [], "trainers": {}, "temperatures": {},
                            "tokenizers": {}, "cancelled": False}
     toks = _Tokenizers(settings, opts.tokenizer)
-    if opts.threads:
+    if opts.threads and opts.model != RECORDED:
         from viewer.rescore.model import _torch
 
         _torch().set_num_threads(int(opts.threads))
@@ -193,8 +194,9 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
             spec = choose_spec(r, opts.trainer, opts.train_turns, opts.fork_threshold)
             tok = toks(r) if spec.mode == "trl-message" else None
             model = _model_for(r, opts)
-            res = rescore(r, model, settings, spec=spec, tok=tok, device=opts.device, dtype=opts.dtype,
-                          temperature=opts.temperature, cancel=cancel)
+            res = _recorded(r, settings) if model == RECORDED else rescore(
+                r, model, settings, spec=spec, tok=tok, device=opts.device, dtype=opts.dtype,
+                temperature=opts.temperature, cancel=cancel)
         except (ValueError, RuntimeError, OSError, SourceError, BudgetExceeded) as e:
             # one rollout the trainer cannot train on (or whose model will not load): said, then the next
             from viewer.rescore import TorchMissing
@@ -236,9 +238,19 @@ def _named(rollouts: Iterable[Rollout]) -> Iterable[tuple[str, Rollout]]:
         yield name, r
 
 
+def _recorded(r: Rollout, settings: Settings) -> Any:
+    """``--model recorded``: the rollout's own trainer logprobs (a prime-rl token export), no model run."""
+    from viewer.rescore.recorded import recorded_result
+
+    res = recorded_result(r, settings.rescore_flag_delta)
+    if res is None:
+        raise ValueError("--model recorded: this rollout records no trainer logprobs (name a model)")
+    return res
+
+
 def check_model(opts: RescoreOptions, settings: Settings) -> None:
     """A named model must load before anything is read (exit 2 at once, not one error per rollout)."""
-    if opts.model == AUTO_MODEL:
+    if opts.model in (AUTO_MODEL, RECORDED):
         return
     from viewer.rescore import model as m
 

@@ -56,8 +56,6 @@ class SourceNotFound(SourceError):
 
 _CAPTURE_WRAPPERS = {"trace", "proxy_turns", "turns", "records", "entries"}
 _CAPTURE_NAMES = frozenset(RECORD_NAMES)
-_CAPTURE_KEYS = {"request", "response", "completion_tokens", "completion_token_ids", "logprobs", "per_token_logps",
-                 "prompt_token_ids", "loss_mask", "output_ids", "prompt_ids", "mask"}
 
 
 def _capture_like(first: Any) -> bool:
@@ -67,7 +65,9 @@ def _capture_like(first: Any) -> bool:
     from viewer.sources.capture import is_turns_record
 
     keys = set(first)
-    if is_turns_record(first) or (keys & _CAPTURE_WRAPPERS and not keys & {"conversations", "messages", "steps"}):
+    # a wrapper key counts when it holds the records (a list): tau-bench results carry a ``records: {}``
+    wraps = any(isinstance(first.get(k), list) for k in keys & _CAPTURE_WRAPPERS)
+    if is_turns_record(first) or (wraps and not keys & {"conversations", "messages", "steps"}):
         return True
     if {"request", "response"} <= keys and isinstance(first.get("request"), dict):
         return bool(keys & {"completion_tokens", "completion_token_ids", "per_token_logps", "logprobs",
@@ -240,6 +240,10 @@ def _row_source(ds, label: str, settings: Settings, fmt: str | None, note: str) 
     if isinstance(first, RowReadError):
         first = None
     f, alts = _choose_format(label, columns, first, fmt)
+    if f.expand is not None:  # rows that hold several rollouts: the dataset's rows become the rollouts
+        from viewer.sources.subrows import ExpandedRows
+
+        ds = ExpandedRows(ds, f.expand, f.name)
     return DatasetSource(label, settings, dataset=ds, format=f, alternatives=alts, note=note, columns=columns)
 
 
@@ -291,8 +295,11 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         if (cf.trace or cf.turns) and format in (None, "auto", "capture"):
             return DatasetSource(str(p), settings, capture=p)
         found = {}
+        from viewer.sources.upload import prune
+
         for root, dirs, names in os.walk(p):
             dirs[:] = [d for d in dirs if not d.startswith(".")]
+            prune(p, root, dirs, settings)  # never another visitor's capture (a capture root in the data root)
             for n in names:
                 fp = Path(root) / n
                 found[fp.relative_to(p).as_posix()] = fp.stat().st_size
@@ -303,14 +310,28 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         if not chosen:
             raise SourceError(f"{p}: no trace.json or turns.json in this folder, and no parquet/JSONL/JSON "
                               "data files")
+        from viewer.sources.runfolder import files_of_one_format
+
+        chosen, left = files_of_one_format(p, chosen, format, kw)
+        if left:
+            note = "; ".join(x for x in (note, f"left out {len(left)} file(s) that format does not read: "
+                                              f"{', '.join(left[:5])}{' …' if len(left) > 5 else ''}") if x)
         ds = local_dataset([str(p / c) for c in chosen], str(p), str(p), **kw)
         return _row_source(ds, str(p), settings, format, note)
-    if data_kind(p.name) is None:
+    kind = data_kind(p.name)
+    if kind is None:
         if format in (None, "auto", "capture"):
             return DatasetSource(str(p), settings, capture=p)
-        raise SourceError(f"{p}: not a parquet, JSONL or JSON file")
-    ds = local_dataset([str(p)], str(p.parent), str(p), **kw)
-    if data_kind(p.name) != "parquet" and format in (None, "auto", "capture"):
+        # --format NAME names the reader whatever the extension: the container is told by the bytes
+        from viewer.sources.rowdata import sniff_kind
+
+        kind = sniff_kind(p)
+        if kind is None:
+            raise SourceError(f"{p}: --format {format}: not a parquet, JSONL, JSON or zip file (by its first bytes)")
+    if kind in ("json", "jsonl") and format in (None, "auto", "capture") and p.name in _CAPTURE_NAMES:
+        return DatasetSource(str(p), settings, capture=p)  # a capture file by its name: never parsed as rows first
+    ds = local_dataset([str(p)], str(p.parent), str(p), kinds={str(p): kind}, **kw)
+    if kind not in ("parquet", "zip") and format in (None, "auto", "capture"):  # (a zip is never a capture file)
         from viewer.sources.rowdata import RowReadError
 
         try:
@@ -321,10 +342,8 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         if format == "capture" or first is None or isinstance(first, RowReadError) or _capture_like(first) \
                 or p.name in _CAPTURE_NAMES:  # a broken first row: the capture reader says where
             return DatasetSource(str(p), settings, capture=p)
-        from viewer.sources.registry import detect_formats
-
-        if isinstance(first, dict) and not detect_formats(set(first), first) and set(first) & _CAPTURE_KEYS:
-            return DatasetSource(str(p), settings, capture=p)  # the capture reader names what is wrong
+        # No catch-all: a row with a capture-ish key (``response``) that no format detects is refused by
+        # name below, never handed to the capture reader, which read NeMo Gym rows as empty turns (issue 35).
     return _row_source(ds, str(p), settings, format, "")
 
 

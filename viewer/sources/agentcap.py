@@ -149,4 +149,5 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
 
 FORMAT = RowFormat("agentcap", "agentcap captures (one model call per row)", detect, read_row, summarize,
                    light=("model", "served_model", "task_id", "run_id", "turn", "request_id"),
-                   light_fields=frozenset({"model", "task"}))
+                   light_fields=frozenset({"model", "task"}),
+                   fields=("request", "response", "request_id", "served_model"))

@@ -127,4 +127,5 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
             "length": sum(len(text_of(s.get("message"))) for s in steps if isinstance(s, dict))}
 
 
-FORMAT = RowFormat("atif", "ATIF trajectory (Harbor trajectory.json)", detect, read_row, summarize)
+FORMAT = RowFormat("atif", "ATIF trajectory (Harbor trajectory.json)", detect, read_row, summarize,
+                   fields=("schema_version", "session_id", "agent", "steps"))

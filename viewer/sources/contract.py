@@ -56,4 +56,5 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
             "reward": None, "result": None, "turns": 1, "length": length or None}
 
 
-FORMAT = RowFormat("openenv-contract", "OpenEnv capture-contract rows (engine ids)", detect, read_row, summarize)
+FORMAT = RowFormat("openenv-contract", "OpenEnv capture-contract rows (engine ids)", detect, read_row, summarize,
+                   fields=("prompt_token_ids", "completion_token_ids", "loss_mask", "per_token_logps"))

@@ -23,6 +23,7 @@ Rows that do carry ids build :class:`~viewer.rollout.Turn` values themselves and
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,18 +51,97 @@ class Conversation:
     problems: list[Problem] = field(default_factory=list)
     origin: RolloutOrigin = RolloutOrigin()  # what the row says of itself (session, batch, ...)
     chat_template_kwargs: dict[str, Any] | None = None
+    # messages[:context] are the request's given history (few-shot or earlier turns it was sent
+    # with): their assistant messages are prompt, never turns of this rollout
+    context: int = 0
 
 
-def template_message(m: dict[str, Any]) -> dict[str, Any]:
-    """A message as chat templates expect it: string content, reasoning as ``reasoning_content``."""
+# Roles other producers write, as the chat roles a template renders (a template drops a role it does
+# not know without a word: Qwen3's renders only system / user / assistant / tool).
+ROLE_ALIASES = {"agent": "assistant", "model": "assistant", "gpt": "assistant", "bot": "assistant",
+                "human": "user", "environment": "user", "env": "user", "observation": "user",
+                "developer": "system", "function": "tool", "ipython": "tool"}
+_TEMPLATE_ROLES = {"system", "user", "assistant", "tool"}
+_TEXT_PARTS = {"text", "input_text", "output_text"}
+_REASONING_PARTS = {"reasoning", "thinking"}
+
+
+def _parts_text(parts: list[Any], out: dict[str, Any], notes: list[str]) -> str:
+    """Content parts as the one string templates render: text parts joined, reasoning parts moved to
+    ``reasoning_content``, any other part (an image, a file) a bracketed placeholder, said once."""
+    texts, thoughts = [], []
+    for p in parts:
+        if isinstance(p, str):
+            texts.append(p)
+            continue
+        kind = p.get("type") if isinstance(p, dict) else None
+        if kind in _REASONING_PARTS:
+            thoughts.append(str(p.get(kind) or p.get("text") or ""))
+        elif kind in _TEXT_PARTS or (kind is None and isinstance(p, dict) and isinstance(p.get("text"), str)):
+            texts.append(str(p.get("text", "")))
+        else:
+            texts.append(f"[{kind or type(p).__name__}]")
+            notes.append(f"a {kind or type(p).__name__} content part is shown as a placeholder")
+    if thoughts and not out.get("reasoning_content"):
+        out["reasoning_content"] = "\n".join(thoughts)
+    return "\n".join(texts)
+
+
+def _tool_call(c: Any, k: int, notes: list[str]) -> dict[str, Any] | None:
+    """One tool call in OpenAI's shape, from the shapes producers write: ``{function: {name,
+    arguments}}``, Inspect's ``{function: "name", arguments: {...}}``, a bare ``{name, arguments|input}``.
+    Arguments stay a JSON string or an object as given (templates render both); a missing one is ``{}``."""
+    if not isinstance(c, dict):
+        notes.append(f"tool call {k} is not an object; left out of the render")
+        return None
+    fn = c.get("function")
+    if isinstance(fn, dict):
+        name, args = fn.get("name"), fn.get("arguments")
+    else:
+        name = fn if isinstance(fn, str) else c.get("name")
+        args = c.get("arguments", c.get("input"))
+    if not isinstance(name, str) or not name:
+        notes.append(f"tool call {k} names no function; rendered as '?'")
+        name = "?"
+    if args is None:
+        args = {}
+    elif not isinstance(args, (str, dict)):
+        args = json.dumps(args, ensure_ascii=False, default=str)
+    return {"id": str(c.get("id") or c.get("tool_call_id") or f"call_{k}"), "type": "function",
+            "function": {"name": name, "arguments": args}}
+
+
+def template_message(m: dict[str, Any], notes: list[str] | None = None) -> dict[str, Any]:
+    """A message as chat templates expect it: a template role, string content, reasoning as
+    ``reasoning_content``, tool calls in OpenAI's shape. What had to change to get there is said in
+    ``notes`` (one line each), so a shape no template renders is a clear problem, not a traceback."""
+    notes = notes if notes is not None else []
     out = dict(m)
+    role = out.get("role")
+    if role not in _TEMPLATE_ROLES:
+        mapped = ROLE_ALIASES.get(str(role).lower()) if isinstance(role, str) else None
+        if mapped is None or mapped not in _TEMPLATE_ROLES:
+            notes.append(f"role {role!r} is not one a chat template renders; rendered as 'user'")
+            mapped = "user"
+        out["role"] = mapped
     if "reasoning_content" not in out and isinstance(out.get("reasoning"), str):
         out["reasoning_content"] = out.pop("reasoning")
     c = out.get("content")
     if c is None:
         out["content"] = ""
-    elif not isinstance(c, (str, list)):
-        out["content"] = json.dumps(c, ensure_ascii=False)
+    elif isinstance(c, list):
+        out["content"] = _parts_text(c, out, notes)
+    elif not isinstance(c, str):
+        out["content"] = json.dumps(c, ensure_ascii=False, default=str)
+    calls = out.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            notes.append(f"tool_calls is a {type(calls).__name__}, not a list; left out of the render")
+            calls = []
+        fixed = [_tool_call(c, k, notes) for k, c in enumerate(calls)]
+        out["tool_calls"] = [c for c in fixed if c is not None]
+        if not out["tool_calls"]:
+            del out["tool_calls"]
     return out
 
 
@@ -97,8 +177,8 @@ def _cut_after_end(tail: list[int], ends: set[int]) -> list[int]:
 
 
 def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, tok, *,
-                 label: str = "", chat_template_kwargs: dict[str, Any] | None = None, limits=None
-                 ) -> tuple[list[Turn], list[Problem]]:
+                 label: str = "", chat_template_kwargs: dict[str, Any] | None = None, limits=None,
+                 context: int = 0) -> tuple[list[Turn], list[Problem]]:
     """One derived Turn per assistant message (see module doc). Never raises on bad data, only
     :class:`~viewer.budgets.BudgetExceeded` past a budget of ``limits`` (messages = ``records``,
     assistant messages = ``turns``, checked before any render; a rendered prompt: ``turn_tokens``)."""
@@ -109,11 +189,14 @@ def derive_turns(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | N
         limits.check("records", len(messages), f"{label}: messages")
         limits.check("turns", sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"),
                      f"{label}: assistant messages")
-    msgs = [template_message(m) for m in messages if isinstance(m, dict)]
+    notes: list[str] = []
+    msgs = [template_message(m, notes) for m in messages if isinstance(m, dict)]
+    for note in dict.fromkeys(notes):  # each kind of change once per rollout, not once per message
+        problems.append(Problem(label, "messages", note, "warning"))
     ends = end_token_ids(tok)
     turns: list[Turn] = []
     for i, m in enumerate(msgs):
-        if m.get("role") != "assistant":
+        if m.get("role") != "assistant" or i < context:
             continue
         k = len(turns)
         t = Turn(index=k, call=k + 1, kind="agent", role="main", trained=True, messages=msgs[:i],
@@ -197,6 +280,12 @@ def choose_tokenizer(model: str | None, override: str | None = None):
                            "template (a reconstruction, not what the model saw).")
 
 
+def is_stand_in(source: str, model: str | None) -> bool:
+    """Is the bundled Qwen3 rendering a rollout of another model? Qwen2.5 and QwQ share its vocabulary
+    (so the name mapping picks it for them) but not its template: only a Qwen3 model is its own."""
+    return source == "bundled-qwen3" and not re.search(r"qwen-?3", model or "", re.I)
+
+
 def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokenizer_override: str | None = None,
                limits=None) -> Rollout:
     """Assemble a Rollout: exact turns when the row has ids, else derived ones."""
@@ -220,13 +309,20 @@ def to_rollout(conv: Conversation, *, source: str, fmt: str, label: str, tokeniz
         ro.origin = ro.origin.replace(token_view="exact")
     else:
         choice = choose_tokenizer(conv.model, tokenizer_override)
-        ro.origin = ro.origin.replace(tokenizer=choice.name, tokenizer_note=choice.message)
+        stand_in = is_stand_in(choice.source, conv.model)
+        note = choice.message + (" Findings of its template (how Qwen3 handles <think> blocks) are labelled stand-in "
+                                 "artefacts, not this rollout's drift." if stand_in else "")
+        ro.origin = ro.origin.replace(tokenizer=choice.name, tokenizer_note=note, tokenizer_stand_in=stand_in)
         if choice.tokenizer is None:
             ro.problems.append(Problem(label, "", f"no tokenizer to derive a token view: {choice.message}"))
             ro.origin = ro.origin.replace(token_view="none")
             return ro
         turns, probs = derive_turns(conv.messages, conv.tools, choice.tokenizer, label=label,
-                                    chat_template_kwargs=conv.chat_template_kwargs, limits=limits)
+                                    chat_template_kwargs=conv.chat_template_kwargs, limits=limits,
+                                    context=conv.context)
+        if stand_in:  # what the stand-in's template does to history is not this rollout's (issue 35)
+            probs = [Problem(p.file, p.where, f"stand-in artefact (the bundled Qwen3 template, not {conv.model or 'this rollout'}'s): "
+                             f"{p.message}", p.severity) if "<think>" in p.message else p for p in probs]
         ro.problems.extend(probs)
         # exact turns (aligned with the assistant messages; None = derive) replace derived ones
         n_exact = 0

@@ -46,6 +46,12 @@ class RowFormat:
     light: tuple[str, ...] = ()  # cheap columns: enough to summarise light_fields
     light_fields: frozenset[str] = field(default_factory=frozenset)
     dedupe: tuple[str, str] | None = None  # (key column, version column): keep the highest version
+    # A stored row that holds several rollouts (an Atropos group, an Inspect log's samples): its
+    # rollouts, each a dict that ``read`` and ``summarize`` take (viewer.sources.subrows).
+    expand: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
+    # The top-level fields that mark this format: "unknown format" names the format closest to a
+    # refused file by them, with the field that ruled it out (viewer.sources.registry.closest_format).
+    fields: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- helpers

@@ -136,4 +136,5 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
 
 FORMAT = RowFormat("harbor", "Harbor / terminal-bench conversation rows", detect, read_row, summarize,
                    light=("agent", "model", "task", "result", "episode", "trial_name"),
-                   light_fields=frozenset({"agent", "model", "task", "reward", "result"}))
+                   light_fields=frozenset({"agent", "model", "task", "reward", "result"}),
+                   fields=("conversations", "agent", "model", "task"))

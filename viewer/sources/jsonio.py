@@ -327,13 +327,19 @@ def _array_lines(text: str | None) -> list[int | None]:
 
 
 def rows_of_json(value: Any) -> list[Any]:
-    """Rows of a JSON document: an array of objects, a wrapper object, or one object."""
+    """Rows of a JSON document: an array of objects, a wrapper object, or one object. A list that is
+    one conversation (chat or opencode messages, OpenHands events) is one row."""
     if isinstance(value, list):
         # A list of opencode {info, parts} messages (or of chat messages) is ONE conversation.
         if value and all(isinstance(v, dict) for v in value[:5]) and (
                 ("info" in value[0] and "parts" in value[0])
                 or ("role" in value[0] and "content" in value[0] and "conversations" not in value[0])):
             return [{"messages": value}]
+        # A list of OpenHands events (a trajectory download) is ONE rollout: {id, source, action|observation}.
+        if value and all(isinstance(v, dict) and isinstance(v.get("id"), int) and "timestamp" in v
+                         and v.get("source") in ("agent", "user", "environment")
+                         and ("action" in v or "observation" in v) for v in value[:5]):
+            return [{"history": value}]
         return [v if isinstance(v, dict) else {"messages": v} if isinstance(v, list) else v for v in value]
     if isinstance(value, dict):
         for key in ("rows", "data", "records"):

@@ -60,4 +60,4 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
 
 
 FORMAT = RowFormat("messages", "OpenAI chat-messages JSONL (one conversation per line)", detect, read_row,
-                   summarize)
+                   summarize, fields=("messages",))

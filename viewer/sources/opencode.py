@@ -25,9 +25,13 @@ __all__ = ["FORMAT", "read_row", "summarize", "chat_from_messages"]
 
 
 def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
-    if {"session_id", "session"} <= cols or {"info", "messages"} <= cols:
+    if {"session_id", "session"} <= cols:
         return True
     msgs = (first or {}).get("messages")
+    if {"info", "messages"} <= cols and (first is None or isinstance(msgs, str)):
+        return True  # parquet (no row seen) or a JSON-string column: the names are all there is to go on
+    # {info, messages} alone is not enough: mini-swe-agent's trajectories are {info, messages} of chat
+    # messages (issue 35); an opencode export's messages are {info, parts}
     return isinstance(msgs, list) and bool(msgs) and isinstance(msgs[0], dict) and {"info", "parts"} <= set(msgs[0])
 
 
@@ -157,4 +161,5 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
 
 FORMAT = RowFormat("opencode", "opencode session exports / {info, parts} messages", detect, read_row, summarize,
                    light=("session_id", "agent", "batch_id", "exported_at"),
-                   light_fields=frozenset({"agent"}), dedupe=("session_id", "batch_id"))
+                   light_fields=frozenset({"agent"}), dedupe=("session_id", "batch_id"),
+                   fields=("session_id", "session", "info", "messages"))

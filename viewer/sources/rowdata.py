@@ -8,6 +8,7 @@ tests) and a list of data files. Opening row N reads
   (the column chunks asked for, fetched as coalesced ranges);
 * **JSONL**: the file from its start up to line N, in 1 MiB blocks, keeping line offsets;
 * **JSON** (an array, or one object = one row): the whole file (size-capped).
+* **Inspect AI ``.eval``** (a zip): the whole file, as one row (:mod:`viewer.sources.evalzip`).
 
 Every file object is wrapped so the bytes really read are counted (``bytes_read``), which
 the benchmark and the UI report. Cells over ``max_cell_mb`` are refused with the row and
@@ -22,28 +23,15 @@ from typing import Any, Callable, Iterator, Sequence
 
 from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
+from viewer.sources.filekinds import DATA_EXTS, data_kind, sniff_kind
+from viewer.sources.rowerror import RowReadError
 from viewer.sources.jsonio import rows_of_json
 from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group, scan_batch_rows
 
-__all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "local_dataset"]
+__all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "sniff_kind", "local_dataset"]
 
-DATA_EXTS = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json"}
+_WHOLE_FILE_KINDS = ("json", "zip")  # parsed whole into f.rows
 _BLOCK = 1 << 20
-class RowReadError(Exception):
-    """One row (or one file) could not be read; ``where`` names the row and field."""
-
-    def __init__(self, where: str, message: str):
-        super().__init__(f"{where}: {message}")
-        self.where = where
-        self.message = message
-
-
-def data_kind(path: str) -> str | None:
-    low = path.lower()
-    for ext, kind in DATA_EXTS.items():
-        if low.endswith(ext):
-            return kind
-    return None
 
 
 @dataclass
@@ -143,6 +131,14 @@ class RowDataset:
             if f.size is not None and f.size > self.max_file_bytes:
                 raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
                                            f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
+            if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
+                with self._open(f) as fh:
+                    data = fh.read()  # the zip's directory is at its end: read whole (size-capped above)
+                from viewer.sources.evalzip import read_inspect_eval
+
+                f.rows = [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
+                f.num_rows = 1
+                return f.rows
             with self._open(f) as fh:
                 raw = fh.read()
             try:
@@ -204,7 +200,7 @@ class RowDataset:
             if f.num_rows is None:
                 if f.kind == "parquet":
                     self._parquet(f)
-                elif f.kind == "json":
+                elif f.kind in _WHOLE_FILE_KINDS:
                     self._json_rows(f)
                 else:
                     self._scan_lines(f, None)
@@ -264,7 +260,7 @@ class RowDataset:
             return [(r, out[r]) for r in rows]
 
     def _read_file_rows(self, f: DataFile, pairs: list[tuple[int, int]], columns) -> Iterator[tuple[int, Any]]:
-        if f.kind == "json":
+        if f.kind in _WHOLE_FILE_KINDS:
             rows = self._json_rows(f)
             for r, local in pairs:
                 yield r, self._check_cells(r, rows[local])
@@ -380,15 +376,17 @@ class RowDataset:
             base += n
 
 
-def local_dataset(paths: Sequence[str], root: str, label: str, **kwargs) -> RowDataset:
-    """A RowDataset over local files (the same code path as the Hub, with ``LocalFileSystem``)."""
+def local_dataset(paths: Sequence[str], root: str, label: str, *, kinds: dict[str, str] | None = None,
+                  **kwargs) -> RowDataset:
+    """A RowDataset over local files (the same code path as the Hub, with ``LocalFileSystem``).
+    ``kinds``: the container of a path whose name does not tell (``--format`` given, :func:`sniff_kind`)."""
     import os
 
     from fsspec.implementations.local import LocalFileSystem
 
     files = []
     for p in paths:
-        kind = data_kind(p)
+        kind = (kinds or {}).get(p) or data_kind(p)
         if kind is None:
             continue
         rel = os.path.relpath(p, root) if root else os.path.basename(p)

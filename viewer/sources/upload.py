@@ -11,9 +11,9 @@ ever written outside the target folder. No parsing happens here.
 from __future__ import annotations
 
 
+import secrets
 import shutil
 import stat
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -23,7 +23,8 @@ from viewer.config import Settings
 from viewer.rollout import Problem
 from viewer.layout import RECORD_NAMES
 
-__all__ = ["resolve_user_path", "intake_upload", "intake_files", "Intake", "UploadRefused", "MAX_ZIP_ENTRIES"]
+__all__ = ["resolve_user_path", "hidden_from_visitors", "prune", "intake_upload", "intake_files", "Intake",
+           "UploadRefused", "MAX_ZIP_ENTRIES"]
 
 MAX_ZIP_ENTRIES = 10_000  # kept for callers; the limit in force is the upload_files budget
 _CHUNK = 1 << 20
@@ -61,17 +62,39 @@ def resolve_user_path(text: str, settings: Settings | None = None) -> Path:
     if not p.is_absolute():
         p = root / p
     resolved = p.resolve()
+    where = "" if settings.public_mode() else f" {root}"  # a public app's layout is not shown (shown.py)
     if not resolved.is_relative_to(root):
-        raise ValueError(f"{raw}: outside the allowed data folder {root} (data_root / VIEWER_DATA_ROOT); refused")
+        raise ValueError(f"{raw}: outside the allowed data folder{where} (data_root / VIEWER_DATA_ROOT); refused")
     # Other visitors' uploads and (on a public app) captures are theirs: never by typed path or link
-    if any(part.startswith(UPLOAD_PREFIX) for part in resolved.parts):
-        raise ValueError(f"{raw}: an uploaded file is only visible to the session that uploaded it; refused")
-    if settings.public_mode() and \
-            resolved.is_relative_to(Path(settings.capture_out_root).expanduser().resolve()):
+    if hidden_from_visitors(resolved, settings):
+        if any(part.startswith(UPLOAD_PREFIX) for part in resolved.parts):
+            raise ValueError(f"{raw}: an uploaded file is only visible to the session that uploaded it; refused")
         raise ValueError(f"{raw}: captures on a public app open through their owner's job link; refused")
     if not resolved.exists():
-        raise ValueError(f"{raw}: no such file or folder under {root}")
+        raise ValueError(f"{raw}: no such file or folder under the data folder{where}")
     return resolved
+
+
+def hidden_from_visitors(path: str | Path, settings: Settings | None = None) -> bool:
+    """A folder no visitor may read as data, wherever it lies: an upload's folder (its session's own)
+    and, on a public app, the capture output root (captures open through their owner's job link).
+    :func:`resolve_user_path` refuses such a path when typed; :func:`prune` keeps folder walks (a
+    folder of data files, a folder of captures) out of them when the capture root lies inside the
+    data root, where a walk of the data root would otherwise read visitors' captures as rows."""
+    settings = settings or Settings()
+    p = Path(path).resolve()
+    if any(part.startswith(UPLOAD_PREFIX) for part in p.parts):
+        return True
+    return settings.public_mode() and p.is_relative_to(Path(settings.capture_out_root).expanduser().resolve())
+
+
+def prune(top: str | Path, here: str | Path, dirs: list[str], settings: Settings | None = None) -> None:
+    """In an ``os.walk`` of ``top``, at folder ``here``: drop (in place) the subfolders no visitor may
+    read as data. A walk that starts inside such a folder (a session opening its own upload, an owner's
+    capture) is theirs already: only what lies below ``top`` and is hidden where ``top`` is not goes."""
+    if hidden_from_visitors(top, settings):
+        return
+    dirs[:] = [d for d in dirs if not hidden_from_visitors(Path(here) / d, settings)]
 
 
 def intake_upload(path: str | Path, dest: str | Path, settings: Settings | None = None) -> Intake:
@@ -89,9 +112,10 @@ def intake_upload(path: str | Path, dest: str | Path, settings: Settings | None 
     if size > limit:
         raise UploadRefused(f"{src.name}: upload is {size / 1048576:.1f} MB, over the "
                             f"{settings.max_upload_mb} MB limit (max_upload_mb / VIEWER_MAX_UPLOAD_MB)")
-    if not zipfile.is_zipfile(src):
+    whole = src.name.lower().endswith(".eval")  # an Inspect AI log: a zip the row reader opens as one file
+    if whole or not zipfile.is_zipfile(src):
         with open(src, "rb") as fh:
-            if fh.read(4) == b"PK\x03\x04":  # a zip's first entry header, but no readable directory
+            if not whole and fh.read(4) == b"PK\x03\x04":  # a zip's first entry header, but no readable directory
                 raise UploadRefused(f"{src.name}: a zip archive that is truncated or corrupt (its central "
                                     "directory is missing); nothing was extracted — upload it again")
         name = _safe_name(src.name) or "upload.json"
@@ -185,7 +209,8 @@ def _entry_refusal(info: zipfile.ZipInfo) -> str | None:
 def _extract_zip(src: Path, dest: Path, settings: Settings) -> Intake:
     """Extract into a fresh staging folder inside ``dest``, then move its top level into ``dest``:
     a refusal part-way (or any error) removes the staging folder, so nothing partial is left."""
-    stage = Path(tempfile.mkdtemp(prefix=".zip-", dir=dest))
+    stage = dest / f".zip-{secrets.token_hex(8)}"  # inside the upload's own (kept) folder: no temp folder
+    stage.mkdir()
     try:
         problems, written = _extract_into(src, stage, settings)
         moved: list[Path] = []

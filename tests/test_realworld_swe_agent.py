@@ -1,0 +1,82 @@
+"""SWE-agent ``.traj`` files (issue 35), read from real files SWE-agent committed
+(tests/data/realworld/swe_agent/SOURCES.md). Expected values come from the raw JSON."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from viewer.row_browser import summarize_rows
+from viewer.sources import load_source, open_dataset
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests/data/realworld/swe_agent"
+FILES = sorted(DATA.glob("*.traj"))
+
+
+def _raw(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _expected_turns(raw: dict) -> int:
+    """Each model call is a turn: the history's assistant messages, or the trajectory's steps when
+    older SWE-agent left the final step out of the history."""
+    replies = sum(1 for m in raw["history"] if m["role"] == "assistant")
+    return max(replies, len(raw.get("trajectory", [])))
+
+
+def test_the_files_are_there():
+    assert len(FILES) == 3
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_one_rollout_with_every_model_call_as_a_turn(path):
+    raw = _raw(path)
+    ro = load_source(path)
+    assert ro.format == "swe-agent"
+    assert len(ro.turns) == _expected_turns(raw)
+    assert all(t.output_ids and t.output_source == "derived" for t in ro.turns)
+    status = raw.get("info", {}).get("exit_status")
+    assert (ro.summary or {}).get("exit_status") == status
+    # the tool calls are the file's own, ids and all, and each tool reply answers its call
+    calls = [c["id"] for m in raw["history"] if m["role"] == "assistant" for c in (m.get("tool_calls") or [])]
+    assert [c["id"] for t in ro.turns for c in (t.response.get("tool_calls") or [])] == calls
+    replies = [m["tool_call_ids"][0] for m in raw["history"] if m["role"] == "tool"]
+    seen = [m["tool_call_id"] for m in ro.turns[-1].messages if m["role"] == "tool"]
+    assert seen == replies[:len(seen)] and len(replies) - len(seen) <= 1  # a last reply may follow the last turn
+
+
+def test_a_final_step_missing_from_the_history_is_appended_and_said():
+    path = DATA / "6e44b9__sweagenttestrepo-1c2844.traj"
+    raw = _raw(path)
+    assert sum(1 for m in raw["history"] if m["role"] == "assistant") == len(raw["trajectory"]) - 1
+    ro = load_source(path)
+    assert ro.turns[-1].response["content"] == raw["trajectory"][-1]["response"]
+    assert any(".trajectory[4]" in p.where and "missing from .history" in p.message for p in ro.problems)
+    assert ro.model == raw["replay_config"]["agent"]["model"]["name"]
+
+
+def test_a_folder_of_traj_files_is_a_dataset_of_one_row_per_file():
+    src = open_dataset(DATA)
+    assert src.format.name == "swe-agent"
+    assert len(src.dataset) == len(FILES)
+    rows = summarize_rows(src, list(range(len(FILES))))
+    got = sorted(((r["turns"], r["result"]) for r in rows), key=str)
+    raws = [_raw(p) for p in FILES]
+    assert got == sorted(((_expected_turns(r), r.get("info", {}).get("exit_status")) for r in raws), key=str)
+    assert all(r["agent"] == "swe-agent" and not r["error"] for r in rows)
+
+
+@pytest.mark.parametrize("extra", [[], ["--format", "swe-agent"]])
+def test_cli_summary_of_a_traj_file(extra):
+    path = DATA / "swe-agent__test-repo-i1.traj"
+    cli = subprocess.run([sys.executable, "-m", "viewer", "summary", str(path), "--json", *extra],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert cli.returncode == 0, cli.stderr
+    out = json.loads(cli.stdout)
+    assert out["format"] == "swe-agent" and out["turns"] == _expected_turns(_raw(path))
+
+

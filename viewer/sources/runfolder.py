@@ -1,0 +1,56 @@
+"""Run folders: a producer's rollouts beside their side files (issue 35).
+
+A folder a harness or an eval writes mixes the rows with files that are not rows: verifiers'
+``results.jsonl`` beside ``metadata.json``, SWE-agent's ``*.traj`` beside ``preds.json``. Opening the
+folder as a dataset keeps the files one format reads and names the ones left out.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from viewer.budgets import BudgetExceeded
+
+__all__ = ["files_of_one_format"]
+
+_KIND_ORDER = {"parquet": 0, "jsonl": 1, "zip": 2, "json": 3}  # JSON last: run folders' metadata.json, preds.json
+
+
+def files_of_one_format(root: Path, files: list[str], fmt: str | None, kw: dict) -> tuple[list[str], list[str]]:
+    """The data files of a folder that hold the rows, and those left out. A run folder mixes rollouts with
+    their side files (verifiers' ``results.jsonl`` + ``metadata.json``, SWE-agent's ``*.traj`` + ``preds.json``):
+    the files are grouped by extension, the biggest group (JSONL before JSON on a tie) picks the format by
+    its first file, and each other group stays only when the same format reads its first file. One row read
+    per extension, never per file."""
+    from viewer.sources.registry import detect_formats, get_format
+    from viewer.sources.rowdata import RowReadError, data_kind, local_dataset
+
+    groups: dict[str, list[str]] = {}
+    for f in files:
+        groups.setdefault(Path(f).suffix.lower(), []).append(f)
+    if len(groups) < 2:
+        return files, []
+    order = sorted(groups, key=lambda e: (-len(groups[e]), _KIND_ORDER.get(data_kind(groups[e][0]) or "", 9), e))
+
+    def formats_of(ext: str) -> list[str]:
+        try:
+            one = local_dataset([str(root / groups[ext][0])], str(root), str(root), **kw)
+            first = one.read_rows([0])[0][1] if one.count(one.files[0]) else None
+        except (RowReadError, BudgetExceeded, OSError, IndexError):
+            return []
+        if not isinstance(first, dict):
+            return []
+        if fmt in (None, "auto", "capture"):
+            return [f.name for f in detect_formats(set(first), first)]
+        try:
+            named = get_format(fmt)
+        except KeyError:  # an unknown name is reported when the dataset is opened
+            return []
+        return [fmt] if detect_formats(set(first), first) and named.detect(set(first), first) else []
+
+    found = {e: formats_of(e) for e in order}
+    lead = next((e for e in order if found[e]), None)
+    if lead is None:
+        return files, []  # nothing detected: "unknown format" names the fields of the first file
+    name = found[lead][0]
+    keep = {e for e in order if name in found[e]}
+    return [f for f in files if Path(f).suffix.lower() in keep], [f for f in files if Path(f).suffix.lower() not in keep]

@@ -1,0 +1,151 @@
+"""Rows that hold several rollouts: the dataset of their rollouts, one per row.
+
+Some producers store more than one rollout in one stored row: an Atropos ``ScoredDataGroup``
+line holds the G sequences of one prompt's group, an Inspect AI ``.json`` log holds every
+sample of an eval in one object. Everything above the row layer (the row table, deep links'
+``row=N``, the scans, ``DatasetSource.rollout``) counts rollouts, so a format that declares
+``RowFormat.expand`` is read through :class:`ExpandedRows`: the same interface as
+:class:`~viewer.sources.rowdata.RowDataset`, whose row N is the N-th rollout, counting through
+the stored rows in order.
+
+The stored rows are parsed once to count their rollouts (an index of ``(stored row, k)``,
+built on first need within the ``rows_scanned`` budget); the last stored row read is kept,
+so paging through one group parses it once. A stored row that cannot be read (or that the
+format expands to nothing) stays one row holding its error, never silently dropped.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterator, Sequence
+
+from viewer.sources.rowdata import RowReadError
+
+__all__ = ["ExpandedRows"]
+
+
+class ExpandedRows:
+    """A row dataset whose rows are the rollouts ``expand`` finds in each stored row."""
+
+    def __init__(self, base, expand: Callable[[dict[str, Any]], list[dict[str, Any]]], what: str):
+        self.base = base
+        self.expand = expand
+        self.what = what  # the format's name, for messages
+        self._index: list[tuple[int, int]] | None = None
+        self._lock = threading.RLock()
+        self._last: tuple[int, list[Any]] | None = None  # (stored row, its rollouts)
+
+    # ------------------------------------------------------- the RowDataset interface
+    @property
+    def files(self):
+        return self.base.files
+
+    @property
+    def label(self) -> str:
+        return self.base.label
+
+    @property
+    def bytes_read(self) -> int:
+        return self.base.bytes_read
+
+    @property
+    def parquet_kv(self):
+        return getattr(self.base, "parquet_kv", None)
+
+    def close(self) -> None:
+        self._last = None
+        self.base.close()
+
+    def count(self, f) -> int:
+        """Rollouts in data file ``f``."""
+        index = self._build()
+        first = self._first_row(f)
+        n = self.base.count(f)
+        return sum(1 for r, _ in index if first <= r < first + n)
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+    def known_rows(self) -> int | None:
+        return len(self._index) if self._index is not None else None
+
+    def columns(self) -> list[str]:
+        first = self.read_rows([0])[0][1] if len(self) else {}
+        return list(first) if isinstance(first, dict) else []
+
+    def read_row(self, row: int, columns: Sequence[str] | None = None) -> dict[str, Any]:
+        return self.read_rows([row], columns)[0][1]
+
+    def read_rows(self, rows: Sequence[int], columns: Sequence[str] | None = None
+                  ) -> list[tuple[int, dict[str, Any] | RowReadError]]:
+        index = self._build()
+        out = []
+        for r in rows:
+            if not 0 <= r < len(index):
+                raise IndexError(r)
+            stored, k = index[r]
+            out.append((r, self._pick(self._expanded(stored), k, columns)))
+        return out
+
+    def scan(self, columns: Sequence[str] | None, batch_rows: int = 512
+             ) -> Iterator[tuple[int, dict[str, Any] | RowReadError]]:
+        """Every rollout in order (the stored rows are parsed whole: a rollout's columns live inside them)."""
+        r = 0
+        for stored, value in self.base.scan(None, batch_rows):
+            for sub in self._split(stored, value):
+                yield r, self._pick_value(sub, columns)
+                r += 1
+
+    # ------------------------------------------------------- the index
+    def _split(self, stored: int, value: Any) -> list[Any]:
+        if isinstance(value, RowReadError) or not isinstance(value, dict):
+            return [value if isinstance(value, RowReadError)
+                    else RowReadError(f"row {stored}", f"not an object ({type(value).__name__})")]
+        try:
+            subs = self.expand(value)
+        except RowReadError as e:  # located inside the row by the format: say which row too
+            return [e if e.where.startswith(f"row {stored}") else RowReadError(f"row {stored} {e.where}", e.message)]
+        except Exception as e:  # a reader bug on odd data: that stored row says so, the others stay readable
+            return [RowReadError(f"row {stored}", f"{self.what}: cannot split into rollouts: {type(e).__name__}: {e}")]
+        if not subs:
+            return [RowReadError(f"row {stored}", f"{self.what}: holds no rollout")]
+        return subs
+
+    def _build(self) -> list[tuple[int, int]]:
+        with self._lock:
+            if self._index is None:
+                index: list[tuple[int, int]] = []
+                lim = self.base.limits
+                for stored, value in self.base.scan(None):
+                    subs = self._split(stored, value)
+                    index.extend((stored, k) for k in range(len(subs)))
+                    if lim.rows_scanned and len(index) > lim.rows_scanned:
+                        from viewer.budgets import BudgetExceeded
+
+                        raise BudgetExceeded("rows_scanned", lim.rows_scanned, len(index),
+                                             f"{self.label}: counting the rollouts of every row", lim.public)
+                    self._last = (stored, subs)
+                self._index = index
+            return self._index
+
+    def _expanded(self, stored: int) -> list[Any]:
+        with self._lock:
+            if self._last is None or self._last[0] != stored:
+                self._last = (stored, self._split(stored, self.base.read_row(stored)))
+            return self._last[1]
+
+    def _first_row(self, f) -> int:
+        base = 0
+        for g in self.base.files:
+            if g is f:
+                return base
+            base += self.base.count(g)
+        raise ValueError("not a file of this dataset")
+
+    @staticmethod
+    def _pick_value(sub: Any, columns: Sequence[str] | None) -> Any:
+        if columns is not None and isinstance(sub, dict):
+            return {c: sub[c] for c in columns if c in sub}
+        return sub
+
+    def _pick(self, subs: list[Any], k: int, columns: Sequence[str] | None) -> Any:
+        return self._pick_value(subs[k], columns)

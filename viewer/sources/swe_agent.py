@@ -1,0 +1,215 @@
+"""SWE-agent trajectories (``*.traj``): one rollout per file.
+
+What SWE-agent writes (``sweagent/agent/agents.py``: ``DefaultAgent.get_trajectory_data`` /
+``save_trajectory``; types in ``sweagent/types.py``) is one JSON object::
+
+    {trajectory: [{action, observation, response, thought, execution_time, state, query?, extra_info?}],
+     history: [{role: system|user|assistant|tool, content, agent, message_type?, is_demo?, thought?,
+                action?, tool_calls?, tool_call_ids?, thinking_blocks?}],
+     info: {exit_status, submission, model_stats{instance_cost, tokens_sent, tokens_received, api_calls},
+            edited_files30?, ...},
+     replay_config?: the run's config (an object in older files, its JSON string in newer ones),
+     environment: the environment's name}
+
+``history`` is the conversation the model saw (before SWE-agent's history processors), so it
+is the chat we rebuild: system and user messages as they are, assistant messages with their
+``tool_calls`` (already OpenAI shape: ``{id, type, function{name, arguments}}``), and ``tool``
+messages whose ``tool_call_ids`` (a one-element list) name the call. ``thinking_blocks``
+become ``reasoning_content``. Older SWE-agent saved the history *before* the final step, so
+the last ``trajectory`` step (usually ``submit``) may be missing from it: such steps are
+appended from ``trajectory[i].response`` with a warning, so that every model call is a turn.
+
+The file holds neither token ids nor the tool definitions (they are built from SWE-agent's
+tool bundles at run time): the token view is derived through a chat template, text only.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from viewer.rollout import Problem
+from viewer.sources.derive import Conversation
+from viewer.sources.formats import RowFormat, RowRef, as_json, text_of
+
+__all__ = ["FORMAT", "read_row", "summarize", "openai_tool_calls"]
+
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
+    """A ``history`` of SWE-agent messages: each names its ``role`` and the ``agent`` it belongs to."""
+    if "history" not in cols:
+        return False
+    history = (first or {}).get("history")
+    return (isinstance(history, list) and bool(history) and isinstance(history[0], dict)
+            and "role" in history[0] and "agent" in history[0])
+
+
+def _config(row: dict[str, Any]) -> dict[str, Any]:
+    """``replay_config`` as an object (newer SWE-agent stores its JSON string)."""
+    rc = row.get("replay_config")
+    if isinstance(rc, str):
+        try:
+            rc = json.loads(rc)
+        except ValueError:
+            return {}
+    return rc if isinstance(rc, dict) else {}
+
+
+def _model(row: dict[str, Any]) -> str | None:
+    agent = _config(row).get("agent")
+    model = agent.get("model") if isinstance(agent, dict) else None
+    name = model.get("name") if isinstance(model, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _task_id(row: dict[str, Any]) -> str | None:
+    ps = _config(row).get("problem_statement")
+    pid = ps.get("id") if isinstance(ps, dict) else None
+    return pid if isinstance(pid, str) else None
+
+
+def _info(row: dict[str, Any]) -> dict[str, Any]:
+    info = row.get("info")
+    return info if isinstance(info, dict) else {}
+
+
+def openai_tool_calls(value: Any, ref: RowRef, path: str, problems: list[Problem]) -> list[dict[str, Any]]:
+    """OpenAI tool calls; ``arguments`` kept as a JSON string (an object is serialised)."""
+    calls = as_json(value, ref, path)
+    if not isinstance(calls, list):
+        problems.append(Problem(ref.label, ref.where(path), f"expected a list of tool calls, got "
+                                                           f"{type(calls).__name__}; ignored", "warning"))
+        return []
+    out = []
+    for j, c in enumerate(calls):
+        fn = c.get("function") if isinstance(c, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            problems.append(Problem(ref.label, ref.where(f"{path}[{j}]"), "not a function tool call; skipped",
+                                    "warning"))
+            continue
+        args = fn.get("arguments")
+        out.append({"id": str(c.get("id") or f"call_{j}"), "type": "function",
+                    "function": {"name": fn["name"], "arguments": args if isinstance(args, str)
+                                 else json.dumps(args if args is not None else {}, ensure_ascii=False)}})
+    return out
+
+
+def _reasoning(blocks: Any) -> str | None:
+    """Anthropic-style ``thinking_blocks`` ([{type: thinking, thinking}]) as one text."""
+    if not isinstance(blocks, list):
+        return None
+    texts = [str(b.get("thinking")) for b in blocks if isinstance(b, dict) and b.get("thinking")]
+    return "\n".join(texts) or None
+
+
+def _message(entry: dict[str, Any], i: int, ref: RowRef, problems: list[Problem]) -> dict[str, Any] | None:
+    role = entry.get("role")
+    if role not in _ROLES:
+        problems.append(Problem(ref.label, ref.where(f".history[{i}].role"), f"unknown role {role!r}; skipped"))
+        return None
+    msg: dict[str, Any] = {"role": role, "content": text_of(entry.get("content"))}
+    if role == "assistant":
+        if entry.get("tool_calls"):
+            calls = openai_tool_calls(entry["tool_calls"], ref, f".history[{i}].tool_calls", problems)
+            if calls:
+                msg["tool_calls"] = calls
+        reasoning = _reasoning(entry.get("thinking_blocks"))
+        if reasoning:
+            msg["reasoning_content"] = reasoning
+    elif role == "tool":
+        ids = entry.get("tool_call_ids")
+        call_id = ids[0] if isinstance(ids, list) and ids else entry.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            problems.append(Problem(ref.label, ref.where(f".history[{i}].tool_call_ids"),
+                                    "tool message names no call; shown as a user message", "warning"))
+            msg["role"] = "user"
+        else:
+            msg["tool_call_id"] = call_id
+    return msg
+
+
+def _history(row: dict[str, Any], ref: RowRef) -> list[Any]:
+    history = as_json(row.get("history"), ref, ".history")
+    if not isinstance(history, list):
+        raise ref.error(".history", f"expected a list of messages, got {type(history).__name__}")
+    return history
+
+
+def _chat(history: list[Any], ref: RowRef, problems: list[Problem]) -> tuple[list[dict[str, Any]], str | None, int]:
+    """(messages of the first entry's agent, the task text, how many assistant messages are demonstrations)."""
+    main = next((e.get("agent") for e in history if isinstance(e, dict)), None)
+    msgs: list[dict[str, Any]] = []
+    demo_replies = other_agent = 0
+    instr = None  # the first user message that is not a demonstration: the task
+    for i, entry in enumerate(history):
+        if not isinstance(entry, dict):
+            problems.append(Problem(ref.label, ref.where(f".history[{i}]"), "not a message object; skipped"))
+            continue
+        if entry.get("agent") != main:  # SWE-agent sends the model only its own agent's entries
+            other_agent += 1
+            continue
+        msg = _message(entry, i, ref, problems)
+        if msg is None:
+            continue
+        demo_replies += bool(entry.get("is_demo")) and msg["role"] == "assistant"
+        if instr is None and msg["role"] == "user" and not entry.get("is_demo"):
+            instr = msg["content"]
+        msgs.append(msg)
+    if other_agent:
+        problems.append(Problem(ref.label, ref.where(".history"), f"{other_agent} entries of agents other than "
+                                                                  f"{main!r} skipped (not in this agent's prompt)",
+                                "warning"))
+    if demo_replies:
+        problems.append(Problem(ref.label, ref.where(".history"),
+                                f"{demo_replies} assistant message(s) are demonstrations (is_demo): shown as turns "
+                                "though the model did not generate them", "warning"))
+    return msgs, instr, demo_replies
+
+
+def _append_missing_steps(row: dict[str, Any], msgs: list[dict[str, Any]], n_replies: int, ref: RowRef,
+                          problems: list[Problem]) -> None:
+    """Trajectory steps past the history's last reply (older files left out the final step), appended."""
+    steps = row.get("trajectory") if isinstance(row.get("trajectory"), list) else []
+    missing = [s if isinstance(s, dict) else {} for s in steps[n_replies:]]
+    for j, step in enumerate(missing):
+        if j:  # between two appended steps, the observation the model saw in between
+            msgs.append({"role": "user", "content": str(missing[j - 1].get("observation") or "")})
+        msgs.append({"role": "assistant", "content": str(step.get("response") or "")})
+    if missing:
+        problems.append(Problem(ref.label, ref.where(f".trajectory[{n_replies}]"),
+                                f"{len(missing)} step(s) missing from .history (older SWE-agent saved it before the "
+                                "final step): appended from .trajectory[].response, without tool calls", "warning"))
+
+
+def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
+    problems: list[Problem] = []
+    msgs, instr, demo_replies = _chat(_history(row, ref), ref, problems)
+    _append_missing_steps(row, msgs, sum(1 for m in msgs if m["role"] == "assistant") - demo_replies, ref, problems)
+    if any(m.get("tool_calls") for m in msgs):
+        problems.append(Problem(ref.label, "", "SWE-agent .traj files hold no tool definitions: derived prompts "
+                                               "lack them", "warning"))
+    info = _info(row)
+    task = {k: v for k, v in (("id", _task_id(row)), ("environment", row.get("environment"))) if v} or None
+    summary = {k: info[k] for k in ("exit_status", "submission", "model_stats") if k in info} or None
+    return Conversation(messages=msgs, model=_model(row), agent="swe-agent", task=task, instruction=instr,
+                        summary=summary, problems=problems)
+
+
+def summarize(row: dict[str, Any]) -> dict[str, Any]:
+    history = row.get("history") if isinstance(row.get("history"), list) else []
+    entries = [e for e in history if isinstance(e, dict)]
+    main = entries[0].get("agent") if entries else None
+    mine = [e for e in entries if e.get("agent") == main]
+    replies = sum(1 for e in mine if e.get("role") == "assistant" and not e.get("is_demo"))
+    steps = row.get("trajectory") if isinstance(row.get("trajectory"), list) else []
+    demos = sum(1 for e in mine if e.get("role") == "assistant" and e.get("is_demo"))
+    status = _info(row).get("exit_status")
+    return {"agent": "swe-agent", "model": _model(row), "task": _task_id(row), "reward": None,
+            "result": status if isinstance(status, str) else None,
+            "turns": max(replies, len(steps)) + demos,
+            "length": sum(len(text_of(e.get("content"))) for e in mine)}
+
+
+FORMAT = RowFormat("swe-agent", "SWE-agent trajectory (.traj)", detect, read_row, summarize,
+                   fields=("history", "trajectory", "info"))

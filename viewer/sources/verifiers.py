@@ -1,0 +1,170 @@
+"""verifiers ``vf-eval`` results: ``outputs/evals/<env>--<model>/<run>/results.jsonl``.
+
+One line per rollout, as ``verifiers/utils/eval_utils.py`` (and, later,
+``verifiers/legacy/utils/save_utils.py::state_to_output``) of PrimeIntellect-ai/verifiers write it:
+
+* ``prompt`` and ``completion``: OpenAI chat messages; the conversation is prompt + completion.
+  Older text-completion environments save both as plain strings. Tool calls are dicts whose
+  ``function.arguments`` is a JSON string, or (2025-09 files) each call saved whole as a JSON
+  string; tool replies of those files carry no ``tool_call_id``.
+* ``reward``; one column per reward function / metric (``correct_answer_reward_func``,
+  ``total_tool_calls``, ...), newer files also a ``metrics`` dict;
+* ``example_id`` (older files: ``id``), ``task``, ``answer``, ``info`` (``oai_tools``: the tool
+  definitions), newer files ``tool_defs``, ``error``, ``stop_condition``, ``is_completed``,
+  ``is_truncated``, ``timing``/``generation_ms``, ``token_usage``.
+
+The model and environment are not in the rows but in the ``metadata.json`` beside the file, so
+``model`` stays empty here. Rows carry no token ids (unless the run saved the ``trajectory`` state
+column, which this reader does not read: it says so): the token view is derived.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from viewer.rollout import Problem
+from viewer.sources.chat_messages import chat_messages, link_tool_replies
+from viewer.sources.derive import Conversation
+from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, text_of
+
+__all__ = ["FORMAT", "read_row", "summarize"]
+
+# Columns that are not metrics; every other number in a row is one (verifiers flattens them).
+_KNOWN = frozenset({"id", "example_id", "prompt", "completion", "task", "answer", "info", "reward", "error",
+                    "timing", "is_completed", "is_truncated", "stop_condition", "metrics", "tool_defs",
+                    "token_usage", "trajectory", "error_chain", "long_error_chain", "generation_ms",
+                    "scoring_ms", "total_ms"})
+
+
+def _is_messages(v: Any) -> bool:
+    """Plain text, or a list of chat messages."""
+    if isinstance(v, str):
+        return True
+    return isinstance(v, list) and all(isinstance(m, dict) and "role" in m for m in v[:3])
+
+
+def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
+    """``prompt`` + ``completion`` + ``reward`` with an example id: TRL-style prompt/completion
+    datasets have no reward; the check of the first row keeps other shapes out."""
+    if not ({"prompt", "completion", "reward"} <= cols and cols & {"example_id", "id"}):
+        return False
+    if not cols & {"task", "answer", "info", "is_completed"}:
+        return False
+    return first is None or all(_is_messages(_list_or_text(first.get(k))) for k in ("prompt", "completion"))
+
+
+def _example_id(row: dict[str, Any]) -> Any:
+    return row.get("example_id", row.get("id"))
+
+
+def _tools(row: dict[str, Any], ref: RowRef) -> list[dict[str, Any]]:
+    """Tool definitions: ``tool_defs`` (newer) or ``info.oai_tools``, as OpenAI ``{type, function}``."""
+    info = as_json(row.get("info"), ref, ".info")
+    raw = as_json(row.get("tool_defs"), ref, ".tool_defs")
+    if not isinstance(raw, list) and isinstance(info, dict):
+        raw = info.get("oai_tools")
+    out = []
+    for t in raw if isinstance(raw, list) else []:
+        if isinstance(t, dict) and isinstance(t.get("function"), dict):
+            out.append(t)
+        elif isinstance(t, dict) and isinstance(t.get("name"), str):  # a bare {name, description, parameters}
+            out.append({"type": "function", "function": t})
+    return out
+
+
+def _list_or_text(v: Any) -> Any:
+    """A message list stored as a JSON string (parquet) parsed; text (a text completion that may
+    well start with "[") kept as it is."""
+    if isinstance(v, str) and v.lstrip().startswith("["):
+        try:
+            parsed = json.loads(v)
+        except json.JSONDecodeError:
+            return v
+        return parsed if isinstance(parsed, list) else v
+    return v
+
+
+def _conversation(row: dict[str, Any], ref: RowRef, problems: list[Problem]
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(prompt messages, completion messages)."""
+    prompt, completion = _list_or_text(row.get("prompt")), _list_or_text(row.get("completion"))
+    if isinstance(prompt, str) or isinstance(completion, str):
+        # A text-completion environment: the model continued raw text, no chat template involved.
+        problems.append(Problem(ref.label, ref.where(".completion"),
+                                "a text-completion rollout (prompt and completion are plain text): shown as one "
+                                "user/assistant exchange, so the token view's chat template is ours, not the "
+                                "model's input", "warning"))
+        before = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else \
+            chat_messages(prompt, ref, ".prompt", problems)
+        after = [{"role": "assistant", "content": completion}] if isinstance(completion, str) else \
+            chat_messages(completion, ref, ".completion", problems)
+        return before, after
+    if not isinstance(prompt, list) or not isinstance(completion, list):
+        bad, v = (".prompt", prompt) if not isinstance(prompt, list) else (".completion", completion)
+        raise ref.error(bad, f"expected a list of messages or a string, got {type(v).__name__}")
+    before = chat_messages(prompt, ref, ".prompt", problems)
+    after = chat_messages(completion, ref, ".completion", problems)
+    shots = sum(1 for m in before if m["role"] == "assistant")
+    if shots:
+        problems.append(Problem(ref.label, ref.where(".prompt"),
+                                f"the prompt holds {shots} assistant message(s) (few-shot examples): shown as turns, "
+                                "though the model did not generate them", "warning"))
+    if not any(m["role"] == "assistant" for m in after):
+        why = f": {text_of(row.get('error'))[:300]}" if row.get("error") else ""
+        problems.append(Problem(ref.label, ref.where(".completion"),
+                                f"the completion holds no assistant message (the model produced nothing{why})"))
+    link_tool_replies(before + after, ref, ".completion", problems)
+    return before, after
+
+
+def _metrics(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in row.items() if k not in _KNOWN and isinstance(v, (int, float))}
+    if isinstance(row.get("metrics"), dict):
+        out.update(row["metrics"])
+    return out
+
+
+def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
+    problems: list[Problem] = []
+    before, after = _conversation(row, ref, problems)
+    traj = row.get("trajectory")
+    if isinstance(traj, list) and any(isinstance(s, dict) and s.get("tokens") for s in traj):
+        problems.append(Problem(ref.label, ref.where(".trajectory"),
+                                "this row's trajectory carries token ids; this reader does not read them: the token "
+                                "view below is derived from the text", "warning"))
+    info = as_json(row.get("info"), ref, ".info")
+    task = {"example_id": _example_id(row), "task": row.get("task"), "answer": row.get("answer")}
+    if isinstance(info, dict):
+        task["info"] = {k: v for k, v in info.items() if k != "oai_tools"}
+    task = {k: v for k, v in task.items() if v not in (None, "", {})}
+    instr = next((text_of(m.get("content")) for m in reversed(before) if m["role"] == "user"), None)
+    summary = {"metrics": _metrics(row)}
+    for k in ("error", "stop_condition", "is_completed", "is_truncated", "token_usage", "timing"):
+        if row.get(k) is not None:
+            summary[k] = row[k]
+    return Conversation(messages=before + after, tools=_tools(row, ref), model=None, agent=None, task=task or None,
+                        instruction=instr, reward=as_float(row.get("reward")), summary=summary, problems=problems)
+
+
+def summarize(row: dict[str, Any]) -> dict[str, Any]:
+    completion = _list_or_text(row.get("completion"))
+    if isinstance(completion, str):
+        turns, length = 1, len(completion)
+    elif isinstance(completion, list):
+        msgs = [m for m in completion if isinstance(m, dict)]
+        turns = sum(1 for m in msgs if m.get("role") == "assistant")
+        length = sum(len(text_of(m.get("content"))) for m in msgs)
+    else:
+        turns = length = None
+    task = row.get("task")
+    ex = _example_id(row)
+    label = f"example {ex}" if ex is not None else None
+    if isinstance(task, str) and task and task != "default":
+        label = f"{task} {label or ''}".strip()
+    error = row.get("error")
+    return {"agent": None, "model": None, "task": label, "reward": as_float(row.get("reward")),
+            "result": "error" if error else None, "turns": turns, "length": length}
+
+
+FORMAT = RowFormat("verifiers", "verifiers vf-eval results.jsonl (prompt + completion messages, reward)", detect,
+                   read_row, summarize, fields=("prompt", "completion", "reward", "example_id"))
