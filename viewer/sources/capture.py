@@ -24,7 +24,7 @@ from viewer.rollout import Problem, Rollout, Turn
 from viewer.sources.jsonio import gc_paused
 from viewer.sources.jsonstream import RecordStream, open_records
 from viewer.layout import TRACE_NAMES, TURNS_NAMES
-from viewer.sources.proxyrecord import Ctx, turn_from_record
+from viewer.sources.proxyrecord import Ctx, SharedHistory, turn_from_record
 from viewer.sources.sidefiles import (model_of, read_held_out, read_rollout_result, read_summary, read_task,
                                       read_visible_tests)
 from viewer.sources.turnsfile import merge_turns_file
@@ -121,9 +121,11 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
             ro.format = "openenv-rollout-result" if fmt == "trace" else fmt
             read_rollout_result(trace_rs.wrapper, ro)
         records = _recognised(trace_rs, _TRACE_KEYS, "proxy trace records", ctx)
+        history = SharedHistory()  # each request repeats the conversation so far: keep its messages once
         for i, rec in enumerate(records):
             t = turn_from_record(rec, i, trace_rs, ctx)
             if t is not None:
+                history.share(t)
                 check_turn(lim, t, len(turns), f"{trace_rs.label}: {trace_rs.where(i)}")
                 turns.append(t)
         ctx.problems.extend(trace_rs.problems)

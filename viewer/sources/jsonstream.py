@@ -2,8 +2,8 @@
 
 :func:`open_records` returns a :class:`RecordStream`: iterating it yields the records of a
 JSON array or a JSONL file as each is parsed (the file is read in byte chunks; an array's
-elements are decoded by msgspec, :mod:`viewer.sources.recordtypes`, falling back to
-``json.JSONDecoder.raw_decode`` for what msgspec refuses); the caller turns each record
+elements and a JSONL file's lines are decoded in place by msgspec, :mod:`viewer.sources.recordtypes`,
+falling back to the stdlib's ``json`` for what msgspec refuses); the caller turns each record
 into compact values and drops it. Peak memory is one chunk plus one record instead of the
 whole text plus every Python object of every record.
 
@@ -21,11 +21,11 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import msgspec
 
 from viewer.budgets import Limits
 from viewer.rollout import Problem
-from viewer.sources.recordtypes import ValidationError, decode_generic, decode_trace_record
+from viewer.sources.recordtypes import decode_trace_record
+from viewer.sources.jsonvalue import MORE as _MORE, NO as _NO, decode_value as _decode, guess_end as _guess_end, value_end as _value_end
 from viewer.sources.jsonio import (SKIP, RecordFile, jsonl_record, nesting_exceeded, number_error, read_records,
                                    size_problem)
 
@@ -115,7 +115,7 @@ def open_records(path: Path, label: str | None = None, max_mb: float | None = No
                  limits: Limits | None = None, trace: bool = False) -> RecordStream:
     """Stream a JSON array or JSONL file; read anything else whole (see the module doc).
     ``limits``: iterating stops at its ``records`` budget (BudgetExceeded). ``trace``: the records
-    are proxy records; an array's are decoded with their logprob entries typed
+    are proxy records; an array's or a JSONL file's are decoded with their logprob entries typed
     (:func:`viewer.sources.recordtypes.decode_trace_record`)."""
     label = label or path.name
     if size_problem(path, label, max_mb) is None:
@@ -149,10 +149,13 @@ def _sniff(path: Path) -> str | None:
                 nl = body.find(b"\n")
             if nl < 0:
                 return None
-            try:
-                ok = isinstance(json.loads(body[:nl]), dict)
-            except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError), too deep
-                return None
+            first = _decode(memoryview(body)[:nl], None)  # msgspec: a long first line costs no stdlib parse
+            if first is _NO:
+                try:
+                    first = json.loads(body[:nl])
+                except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError), too deep
+                    return None
+            ok = isinstance(first, dict)
             rest = body[nl + 1:]
             while not rest.strip():
                 more = f.read(1 << 20)
@@ -206,56 +209,6 @@ class _Reader:
 
 
 _NONWS = re.compile(rb"[^ \t\r\n]")
-_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
-_skip = msgspec.json.Decoder(msgspec.Raw)  # finds where one value ends without building it
-_NO = object()
-_MORE = -1
-
-
-def _value_end(view: memoryview) -> int | None:
-    """Where the JSON value at the start of ``view`` ends (its length; whitespace after it may be
-    included), :data:`_MORE` when the view ends inside it, or None when msgspec cannot say
-    (malformed, or an extension of Python's parser such as NaN). msgspec has no ``raw_decode``: it
-    reports the first character after the value as an error with its offset; an offset taken from
-    that message is proven by decoding exactly that slice (a JSON value is never a prefix of another)."""
-    try:
-        _skip.decode(view)
-        return len(view)
-    except (msgspec.DecodeError, RecursionError) as e:
-        text = str(e)
-        m = _TRAILING.search(text)
-        if m:
-            return int(m.group(1)) - 1
-        return _MORE if "truncated" in text else None
-
-
-def _guess_end(buf: bytes, pos: int) -> int | None:
-    """Where the object at ``pos`` probably ends, unparsed: at the comma before the next object opening
-    with the same key (a trace's records all open with ``{"turn":`` or the like). A guess, kept only if
-    that slice decodes whole (a JSON value is never a prefix of another): saves msgspec's skip."""
-    colon = buf.find(b":", pos, pos + 64)
-    if colon < 0 or buf[pos:pos + 2] != b'{"':
-        return None
-    nxt = buf.find(buf[pos:colon + 1], colon)
-    if nxt < 0:
-        return None
-    comma = buf.rfind(b",", pos, nxt)
-    if comma < 0 or buf[comma + 1:nxt].strip(b" \t\r\n"):
-        return None
-    return comma - pos
-
-
-def _decode(view: memoryview, typed: Callable[[Any], Any] | None) -> Any:
-    """The value that is exactly ``view`` (typed when the record fits), or _NO when msgspec refuses it."""
-    try:
-        if typed is not None:
-            try:
-                return typed(view)
-            except ValidationError:
-                pass  # not the shape the types describe: generic dicts, read by the item-by-item rules
-        return decode_generic(view)
-    except (msgspec.DecodeError, RecursionError):
-        return _NO  # Python's parser decides (NaN, a lone surrogate, 1e400, too deep, broken)
 
 
 def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
@@ -282,7 +235,9 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
             col0 = r.nchars(buf[nl + 1:pos])
         else:
             col0 += r.nchars(buf[:pos]) if not r.ascii else pos
-        buf = buf[pos:] + r.read(want)
+        rest, buf = buf[pos:], b""  # the consumed chunk is freed before the next is read: peak memory
+        buf = rest + r.read(want)
+        del rest
         pos = seen = 0
         seen_line = line0
         return True
@@ -381,19 +336,35 @@ def _array(r: _Reader, s: RecordStream) -> Iterator[Any]:
 
 
 def _jsonl(r: _Reader, s: RecordStream) -> Iterator[Any]:
-    """One record a line; a bad line is reported and skipped (jsonio's JSONL rules)."""
-    tail = ""
+    """One record a line; a bad line is reported and skipped (jsonio's JSONL rules).
+
+    Lines are split as bytes and each is decoded like an array element (:func:`_decode`: typed
+    when it fits, msgspec's generic values otherwise); only a line msgspec refuses goes to
+    :func:`~viewer.sources.jsonio.jsonl_record` (the stdlib), which says what is wrong with it or
+    accepts Python's extensions (NaN, a blank line of Unicode spaces), so values and messages are
+    the stdlib's."""
+    tail = b""
     n_line = 0
     while True:
-        chunk = r.read(CHUNK_CHARS).decode("utf-8")  # whole characters: the reader keeps a cut one back
-        text = tail + chunk
-        lines = text.split("\n")
-        tail = lines.pop() if not r.eof else ""
-        for line in lines:
+        # a line longer than a chunk: read at least as much as is pending, so a long line costs
+        # a few concatenations, not one per chunk
+        buf = tail + r.read(max(CHUNK_CHARS, len(tail)))
+        whole = len(buf) if r.eof else buf.rfind(b"\n") + 1  # the complete lines end here
+        tail = buf[whole:]
+        view = memoryview(buf)  # lines are decoded in place: no copy of the chunk
+        pos = 0
+        while pos < whole:
+            nl = buf.find(b"\n", pos, whole)
+            end = whole if nl < 0 else nl
             n_line += 1
-            rec = jsonl_record(line, n_line, s.label, s.problems, s.limits)
+            rec = _decode(view[pos:end], s.typed)
+            if rec is _NO:  # whole characters: the reader keeps a cut one back, and "\n" is never inside one
+                rec = jsonl_record(buf[pos:end].decode("utf-8"), n_line, s.label, s.problems, s.limits)
+            pos = end + 1
             if rec is not SKIP:
                 s._lines.append(n_line)
                 yield rec
+            rec = None
+        del view, buf
         if r.eof:
             break
