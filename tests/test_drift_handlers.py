@@ -79,16 +79,21 @@ def test_scan_panel_results_filter_a_hand_made_scan():
     res = {"turns": [_record("a", 0), _record("a", 1, rt="special-token-merge", drifted=True),
                      _record("b", 0, px="think-stripped", drifted=True)],
            "totals": {"by_cause": {"special-token-merge": 1, "think-stripped": 1}}}
-    dh._SCANS.put("hand-made", {"keys": {}, "kept": {}, "result": res})
-    df, _fig = dh.ScanPanel.results("hand-made", dh.ALL)
+    settings = Settings()
+    sp = dh.ScanPanel(settings, RolloutStore(settings))
+    run = sp.new_scan()
+    sp.keep(run, {"keys": {}, "kept": {}, "result": res})  # in the store's cache, within cache_mb
+    assert sp.store.memo.bytes > 0
+    df, _fig = sp.results(run, dh.ALL)
     assert list(df.columns) == SCAN_COLUMNS
     assert list(zip(df["rollout"], df["turn"], df["drifted"])) == [("a", 0, "no"), ("a", 1, "yes"), ("b", 0, "yes")]
-    df, _ = dh.ScanPanel.results("hand-made", dh.DRIFTED)
+    df, _ = sp.results(run, dh.DRIFTED)
     assert list(zip(df["rollout"], df["turn"])) == [("a", 1), ("b", 0)]
-    df, _ = dh.ScanPanel.results("hand-made", "think-stripped")
+    df, _ = sp.results(run, "think-stripped")
     assert list(zip(df["rollout"], df["turn"], df["prefix cause"])) == [("b", 0, "think-stripped")]
-    df, _ = dh.ScanPanel.results("no such scan", dh.ALL)
-    assert df.empty and list(df.columns) == SCAN_COLUMNS
+    for other in ("no such scan", sp.new_scan(), None):  # a text is no scan; another run has no results
+        df, _ = sp.results(other, dh.ALL)
+        assert df.empty and list(df.columns) == SCAN_COLUMNS
 
 
 def test_scan_panel_cancel_and_refusals(opened, tmp_path):
@@ -96,7 +101,9 @@ def test_scan_panel_cancel_and_refusals(opened, tmp_path):
     sp = dh.ScanPanel(settings, store)
     assert "No scan running." in sp.cancel_scan(None) and "No scan running." in sp.cancel_scan("nope")
     sid = sp.new_scan()
-    assert "Cancelling" in sp.cancel_scan(sid) and dh._CANCEL[sid].is_set()
+    assert "Cancelling" in sp.cancel_scan(sid) and sid.cancel.is_set()
+    sid.finish()
+    assert "No scan running." in sp.cancel_scan(sid)  # an ended run has nothing to cancel
 
     def summary(*args):
         out = sp.run_scan(*args)

@@ -2,17 +2,30 @@
 from viewer.ui import rescores
 
 
-def test_changing_the_is_choice_keeps_who_ran_the_rescore_and_rebuilds_views():
-    # a visitor's IS mode change re-keys the views but must not make the runner's own result "cached"
-    rescores.put("k-restyle", "first", "session-a")
-    ran_by, when = rescores.origin("k-restyle")
-    before = rescores.stamp("k-restyle")
-    rescores.restyle("k-restyle", "first, token_mask")
-    assert rescores.get("k-restyle") == "first, token_mask"
-    assert rescores.origin("k-restyle") == ("session-a", when) and ran_by == "session-a"
-    assert rescores.stamp("k-restyle") > before
-    rescores.restyle("k-never-rescored", "x")  # nothing to restyle: nothing kept
-    assert rescores.get("k-never-rescored") is None
+def test_a_visitors_is_choice_is_theirs_and_never_changes_the_shared_result():
+    """Issue 36: the IS mode and bounds were stored with the shared result (``restyle``), so one visitor's
+    choice changed everyone's marks. Now a view applies the visitor's choice to a copy; the shared result,
+    its stamp and who ran it stay as they were."""
+    from viewer.rescore.values import RescoreResult
+
+    res = RescoreResult(model="m", device="cpu", dtype="float32", temperature=1.0, threshold=0.2, trainer={},
+                        turns=[])
+    rescores.put("k-view", res, "session-a")
+    ran_by, when = rescores.origin("k-view")
+    before = rescores.stamp("k-view")
+    mine = rescores.seen("k-view", ("token_mask", 0.5, 2.0))
+    assert mine.is_choice == ("token_mask", 0.5, 2.0) and mine.turns is res.turns  # a view, not a copy of the numbers
+    assert rescores.get("k-view") is res and res.is_choice is None  # the shared result is untouched
+    assert rescores.stamp("k-view") == before and rescores.origin("k-view") == ("session-a", when)
+    assert rescores.seen("k-never-rescored", ("token_mask", 0.5, 2.0)) is None
+    # what a session's State holds, read strictly: the panel's first values when it holds nothing usable
+    assert rescores.choice_of(None) == rescores.DEFAULT_CHOICE
+    assert rescores.choice_of(rescores.view_value(None)) is None
+    assert rescores.choice_of(rescores.view_value(("token_mask", 0.5, 2.0))) == ("token_mask", 0.5, 2.0)
+    assert rescores.choice_of({"is": ("rm -rf", 0.5, 2.0)}) == rescores.DEFAULT_CHOICE
+    with rescores.choosing(None):
+        assert rescores.choice_now(rescores.view_value(("token_mask", 0.5, 2.0))) is None
+    assert rescores.choice_now(None) == rescores.DEFAULT_CHOICE
 
 
 def test_same_run_only_for_a_finished_rescore_of_exactly_that_request():

@@ -46,10 +46,18 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("upload_files", "files", 10_000, 64, "Files in one upload (a multi-file upload or a zip's entries)."),
     Budget("rows_scanned", "rows", 10_000_000, 100_000, "Rows one sort, filter or scan may read."),
     Budget("disk_mb", MB, 100_000, 2048, "Disk the server keeps for uploads and downloads of all visitors, in MB."),
+    Budget("disk_client_mb", MB, 0, 512,
+           "Disk held by one client (an address) in uploads and downloads, Gradio's upload route included, "
+           "in MB (0 = no share: disk_mb only)."),
     Budget("disk_ttl_s", "s", 0, 3600,
            "Seconds an upload or download is kept after it was last used (0 = until the app stops)."),
     Budget("captures_per_account", "captures", 0, 1,
            "Captures one account may have running or queued (0 = no limit beyond one per visitor)."),
+    Budget("session_notes_mb", MB, 0, 4,
+           "Notes one visitor session keeps in server memory (rollouts whose notes are not a file), in MB "
+           "(0 = no limit)."),
+    Budget("session_notes_rollouts", "rollouts", 0, 32,
+           "Rollouts one visitor session keeps notes on in server memory (0 = no limit)."),
 )
 _BY_NAME = {b.name: b for b in BUDGETS}
 

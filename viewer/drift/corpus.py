@@ -37,12 +37,15 @@ def _is_capture(p: Path) -> bool:
     return is_capture_dir(p)
 
 
-def discover(source: str | Path) -> list[str]:
+def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
     """The rollout specs a SOURCE stands for, in a stable order.
 
     ``hf://...`` → itself; a file or a capture folder → itself; any other folder → every
-    capture folder below it (a capture folder's own subfolders are not searched).
+    capture folder below it (a capture folder's own subfolders are not searched), except folders
+    no visitor may read (:func:`viewer.sources.upload.prune`: uploads; a public app's capture root).
     """
+    from viewer.sources.upload import prune
+
     text = str(source)
     if text.startswith("hf://"):
         return [text]
@@ -53,6 +56,7 @@ def discover(source: str | Path) -> list[str]:
         return [str(p)]
     found: list[str] = []
     for root, dirs, _files in os.walk(p):
+        prune(p, root, dirs, settings)
         dirs.sort()
         here = Path(root)
         if _is_capture(here):
@@ -116,6 +120,15 @@ class _Rollouts:
             return self.limit
         return min(len(self.specs), self.limit) if self.limit else len(self.specs)
 
+    def _noted(self, r: Rollout) -> Rollout:
+        """A rollout with no turn to check is said in ``errors`` with its reader's reason (a run that
+        failed, a sample with no reply), never passed over in silence as a scan of nothing."""
+        if not r.agent_turns:
+            why = next((p.message for p in r.problems if p.severity == "error"), None) or next(
+                (p.message for p in r.problems), "no model call in this rollout")
+            self.errors.append(ScanError(source=r.source, error=f"no turn to check: {why}"))
+        return r
+
     def _read(self) -> Iterator[Rollout]:
         from viewer.sources import SourceError
 
@@ -126,7 +139,7 @@ class _Rollouts:
             try:
                 if spec.startswith("hf://") or _is_data_file(spec):
                     for r in _dataset_rollouts(spec, self.settings, self.limit, self.errors):
-                        yield r
+                        yield self._noted(r)
                         n += 1
                         if self.limit is not None and n >= self.limit:
                             return
@@ -141,7 +154,7 @@ class _Rollouts:
                 self.errors.append(ScanError(source=spec, error=f"{type(e).__name__}: {e}"))
                 continue
             n += 1
-            yield r
+            yield self._noted(r)
 
     def peek(self) -> Rollout | None:
         """The first readable rollout (read once, then replayed by iteration)."""
@@ -157,7 +170,7 @@ class _Rollouts:
 def iter_rollouts(source: str | Path, settings: Settings | None = None, limit: int | None = None) -> _Rollouts:
     """A lazy sized iterable over the rollouts of SOURCE (see :func:`discover`); ``.errors``
     lists the ones that could not be read (they are skipped, not fatal)."""
-    return _Rollouts(discover(source), settings or Settings(), limit)
+    return _Rollouts(discover(source, settings), settings or Settings(), limit)
 
 
 def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:

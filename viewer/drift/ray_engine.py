@@ -60,7 +60,7 @@ def plan_blocks(source: str | Path, settings: Settings, limit: int | None = None
     parquet data file, one row group's worth)."""
     from viewer.drift.corpus import _is_data_file, discover
 
-    specs = discover(source)
+    specs = discover(source, settings)
     if len(specs) == 1 and _is_data_file(specs[0]) and specs[0].lower().endswith(".parquet"):
         return _parquet_blocks(specs[0], settings, limit)
     return [{"spec": s, "rows": None} for s in (specs[:limit] if limit else specs)]

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 __all__ = ["TalkError", "MAX_TALK_BYTES", "MAX_TEXT", "MAX_ITEMS", "read_json", "text_field", "index_field",
-           "range_field", "mode_field", "source_field", "read_doc"]
+           "range_field", "mode_field", "source_field", "read_doc", "dump_doc"]
 
 MAX_TALK_BYTES = 1_000_000  # a notes or deck file is small; a bigger one is refused before parsing
 MAX_TEXT = 2000  # one note's text
@@ -93,3 +93,17 @@ def read_doc(data: bytes | str, what: str, items_key: str, version: int) -> tupl
     if doc.get("version", version) != version:
         raise TalkError(f"{what}.version: this viewer reads version {version}, got {doc.get('version')!r:.20}")
     return doc, doc.get(items_key)
+
+
+def dump_doc(doc: dict, what: str) -> str:
+    """A talk file's text as it is written (a file, a session, a download): indented when that fits in
+    :data:`MAX_TALK_BYTES`, else compact, so what is stored can always be read back by :func:`read_json`
+    (issue 36: a 976 KB file, accepted, was written indented past the limit and could then not be read).
+    Raises :class:`TalkError` when even the compact text is over the limit: nothing is stored then."""
+    text = json.dumps(doc, ensure_ascii=False, indent=1) + "\n"
+    if len(text.encode("utf-8")) > MAX_TALK_BYTES:
+        text = json.dumps(doc, ensure_ascii=False, separators=(",", ":")) + "\n"
+        n = len(text.encode("utf-8"))
+        if n > MAX_TALK_BYTES:
+            raise TalkError(f"{what}: {n:,} bytes, over the {MAX_TALK_BYTES:,}-byte limit (remove some text)")
+    return text

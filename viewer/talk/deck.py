@@ -6,14 +6,13 @@ checked when a step is opened, by the same :func:`viewer.visitor.source` a link 
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import Literal, get_args
 from urllib.parse import urlencode
 
 from viewer.layout import DECK
-from viewer.talk.common import (MAX_ITEMS, TalkError, index_field, mode_field, range_field, read_doc,
-                                source_field, text_field)
+from viewer.talk.common import (MAX_ITEMS, TalkError, dump_doc, index_field, mode_field, range_field,
+                                read_doc, source_field, text_field)
 
 __all__ = ["Step", "Deck", "View", "VIEWS", "VERSION", "parse", "dumps"]
 
@@ -98,4 +97,4 @@ def parse(data: bytes | str, what: str = DECK) -> Deck:
 
 
 def dumps(deck: Deck) -> str:
-    return json.dumps(deck.to_json(), ensure_ascii=False, indent=1) + "\n"
+    return dump_doc(deck.to_json(), DECK)

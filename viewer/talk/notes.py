@@ -7,14 +7,13 @@ a talk's notes survive a re-capture and say which ones need a look.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from viewer.layout import NOTES
-from viewer.talk.common import (MAX_ITEMS, TalkError, index_field, range_field, read_doc, source_field,
-                                text_field)
+from viewer.talk.common import (MAX_ITEMS, TalkError, dump_doc, index_field, range_field, read_doc,
+                                source_field, text_field)
 
 __all__ = ["Note", "Notes", "NoteCheck", "ANCHOR_IDS", "VERSION", "parse", "dumps", "check", "anchor_of"]
 
@@ -114,7 +113,7 @@ def parse(data: bytes | str, what: str = NOTES) -> Notes:
 
 
 def dumps(notes: Notes) -> str:
-    return json.dumps(notes.to_json(), ensure_ascii=False, indent=1) + "\n"
+    return dump_doc(notes.to_json(), NOTES)
 
 
 @dataclass(frozen=True)

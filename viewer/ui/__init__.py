@@ -16,10 +16,10 @@ import gradio as gr
 from .. import render
 from ..budgets import limits
 from ..config import Settings
-from ..sources.keep import KEEP
+from ..sources.keep import DOWNLOAD_PREFIX, KEEP
 from ..visitor import deep_link
 from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export_button, health_tab, presenter,
-               rescore_panel, signin, talk_panel, template_tab)
+               rescore_panel, signin, talk_panel, template_tab, upload_gate)
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs", "lazy_session_config", "cheap_skips", "quiet_queue_analytics"]
@@ -60,6 +60,8 @@ def launch_kwargs(settings: Settings | None = None) -> dict:
         max_file_size=f"{settings.max_upload_mb}mb",
         footer_links=[],
         run_history=False,
+        # Gradio's upload route within the disk budgets (viewer/ui/upload_gate.py): FastAPI's own argument
+        app_kwargs={"middleware": upload_gate.middleware(settings)},
     )
 
 
@@ -71,6 +73,8 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     # Gradio's own copies of uploaded files after the same TTL (delete_cache).
     ttl = int(limits(settings.public_mode()).disk_ttl_s)
     KEEP.adopt()
+    KEEP.downloads = upload_gate.gradio_cache()  # downloads lie where Gradio serves them: no copy of its own
+    KEEP.adopt(KEEP.downloads, DOWNLOAD_PREFIX)
     KEEP.start(max(0.5, min(60.0, ttl / 4)) if ttl else 60.0)
     with gr.Blocks(title="Rollout Inspector", analytics_enabled=False,
                    delete_cache=(max(1, min(3600, ttl // 4)), ttl) if ttl else None) as demo:
@@ -116,7 +120,12 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             return cmp.run(key, link.compare, link.compare_row) + [gr.Tabs(selected="compare")]
 
         def on_unload(request: gr.Request):
-            KEEP.end_session(getattr(request, "session_hash", None))  # the tab closed: its uploads go
+            session = getattr(request, "session_hash", None)
+            KEEP.end_session(session)  # the tab closed: its uploads go
+            # ... and what its State held (notes, decks, its opened dataset, view settings), now, not an hour
+            # later (Gradio keeps a closed session's State that long): issue 36, nothing kept past its owner
+            if session and session in demo.state_holder:
+                demo.state_holder.delete_state(session)
 
         demo.unload(on_unload)
         loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)

@@ -45,6 +45,7 @@ class Browse:
     fast: dict  # concurrency kwargs of read-only browsing events (other screens' too)
     shows: dict  # the same, for events that output `outputs` / `turn_outputs` (pre-serialised values)
     open_staged: Any = None  # open_fn as a two-step async generator: tokens first, plots after (the page load uses it)
+    view: Any = None  # gr.State: the visitor's own view settings (the IS mode and bounds: viewer/ui/rescores.py)
     followers: list = field(default_factory=list)  # panels that follow the selected turn (follow_turn)
 
     def follow_turn(self, shown_js: str, fn, inputs: list, outputs: list, with_request: bool = False) -> None:
@@ -58,7 +59,7 @@ class Browse:
 class BrowseHandlers(Handlers):
     """The handlers, with the token view's payload of one turn (shared by every session on the rollout)."""
 
-    def turn_parts(self, op: Opened, index: int, focus, mode: str) -> tuple:
+    def turn_parts(self, op: Opened, index: int, focus, mode: str, choice=rescores.DEFAULT_CHOICE) -> tuple:
         settings = self.settings
         tv = turn_view(op.rollout, index, op.choice.tokenizer, op.table)
         if op.link:
@@ -67,7 +68,7 @@ class BrowseHandlers(Handlers):
             spec = link_spec(op.path, settings)
             link = urlencode({"source": spec, "turn": index}) if spec else ""
         n = len(tv.tokens.ids)  # a rescore of this rollout adds the Δ colour mode (viewer/ui/rescore_panel.py)
-        delta = render.turn_delta(rescores.get(op.key), index, tv.tokens.prompt_len, n)
+        delta = render.turn_delta(rescores.seen(op.key, choice), index, tv.tokens.prompt_len, n)
         payload = render.token_view_payload(tv.turn, tv.tokens, render.ViewOptions.from_settings(
             settings, focus=focus, mode=mode, note=tv.note, link=link), delta=delta)
         return payload, render.conversation_html(tv.turn)
@@ -79,6 +80,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     key = gr.State(None)
     turn = gr.State(None)
+    view_settings = gr.State(None)  # this visitor's view settings (rescores.view_value), never shared with another
     with gr.Row(equal_height=False, elem_id="browse-top"):
         with gr.Column(scale=4):
             header = gr.HTML(render.notice_html("Open a rollout: pick a sample, type a path, or upload files."),
@@ -130,7 +132,8 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows, sample] + turn_outputs
     assert outputs[STATUS] is status and outputs[PROBLEMS] is problems  # the failure's places (browse_handlers)
     assert outputs[TOOLS] is tool_f and outputs[ROWS] is rows  # the components whose props an open updates
-    h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
+    h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs),
+                       view_settings)
 
     # Browsing only reads shared, cached values: many at once, in one concurrency group of
     # its own, so a long scan or capture (own groups, see drift_tab / capture_tab) never
@@ -169,7 +172,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(h.deep_link(*a, **k)), h.show, turn_outputs,
                   lambda *a, **k: resolve(h.on_select_turn(*a, **k)), under_tokens, fast, shows,
-                  open_staged=staged(h.deep_link, defer, generator=True, inline=True))
+                  open_staged=staged(h.deep_link, defer, generator=True, inline=True), view=view_settings)
 
 
 # The page asks for the panels' follow-up only when one is shown; the event is the carrier's click.

@@ -7,7 +7,6 @@ A handler returns one value per output of ``Slots.outputs`` (opening a rollout) 
 """
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,13 @@ from ..row_browser import ROW_COLUMNS, browse_page
 from ..memo import need_work
 from ..sources import SourceError, open_dataset
 from ..sources.keep import KEEP
+from ..sources.shown import shown_rollout, shown_text
 from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files
 from ..rollout import Problem
 from ..visitor import local_path
 from ..views import turn_table, turn_view
 from . import rescores
+from .downloads import who
 from .opening import open_spec, sample_label
 from .staged import Later, resolve
 from .store import Opened, RolloutStore
@@ -107,10 +108,10 @@ class Handlers:
     """Everything the browse screen's events do. ``turn_parts`` (one turn's token-view payload and
     conversation) is supplied by the subclass in viewer/ui/browse.py."""
 
-    def __init__(self, settings: Settings, store: RolloutStore, slots: Slots):
-        self.settings, self.store, self.slots = settings, store, slots
+    def __init__(self, settings: Settings, store: RolloutStore, slots: Slots, view=None):  # view: Browse.view
+        self.settings, self.store, self.slots, self.view = settings, store, slots, view
 
-    def turn_parts(self, op: Opened, index: int, focus, mode: str) -> tuple:  # pragma: no cover - abstract
+    def turn_parts(self, op: Opened, index: int, focus, mode: str, choice=None) -> tuple:  # pragma: no cover
         raise NotImplementedError
 
     # --- values for the outputs -------------------------------------------------------------
@@ -123,11 +124,11 @@ class Handlers:
     def turn_values(self, op: Opened, index: int | None, focus=None, mode: str = "mask") -> list:
         if index is None:
             return [None, None, "", None, render.notice_html("This rollout has no turns.")]
-        # Shared by every session on this rollout: a room selecting the same turn builds it once.
-        # The rescore stamp: a new rescore of this rollout changes the payload (its Δ mode).
+        # Shared by every session (a room builds each turn once); keyed on the rescore and the visitor's IS choice.
+        vs = rescores.view_stamp(op.key, self.view)
         try:
-            payload, convo = self.store.derived(op.key, ("turn", index, focus, mode, rescores.stamp(op.key)),
-                                                lambda: self.turn_parts(op, index, focus, mode))
+            payload, convo = self.store.derived(op.key, ("turn", index, focus, mode, vs),
+                                                lambda: self.turn_parts(op, index, focus, mode, vs[1]))
         except BudgetExceeded as e:  # e.g. a turn whose token view is over response_mb: say so, keep the rest
             return [index, index, None, None, render.notice_html(str(e), "error")]
         # the plot comes after the token view (viewer/ui/staged.py): tokens are hoverable without waiting for it
@@ -143,8 +144,8 @@ class Handlers:
         return Later(made)
 
     def rollout_parts(self, op: Opened) -> tuple:
-        r = op.rollout
-        return (render.rollout_header(r, op.choice.message),
+        r = shown_rollout(op.rollout, self.settings)  # public: no server path in the header or problems
+        return (render.rollout_header(r, shown_text(op.choice.message, self.settings)),
                 wire(self.slots.table, turn_table(r, low=self.settings.low_logprob)),
                 sorted({n for t in r.turns for n in t.tool_names}), render.task_html(r),
                 render.problems_html(r.problems))
@@ -169,7 +170,7 @@ class Handlers:
         note = " ".join(notes)
         header, table_df, tools, task_html, problems_html = self.store.derived(
             op.key, ("rollout",), lambda: self.rollout_parts(op))
-        status_html = render.notice_html(note) if note else ""
+        status_html = render.notice_html(shown_text(note, self.settings)) if note else ""
         low = self.settings.low_logprob
         r_plots = (self.plot_later(op, ("turns-plot",), lambda: wire(s.turns_plot, plots.turns_figure(r))),
                    self.plot_later(op, ("histogram",), lambda: wire(s.hist_plot, plots.histogram_figure(r, low=low))))
@@ -253,11 +254,11 @@ class Handlers:
         """Keep whatever was open: the status line says what failed (and, with ``shown``, which rollout is
         still on screen); with ``file``, the Problems tab lists that file's problem above the shown one's."""
         out = [gr.skip()] * len(self.slots.outputs)
-        said = message
+        said = message = shown_text(message, self.settings)  # public: paths as the visitor names them
         if file:
             said += (f" Still showing the rollout opened before: {shown_name(shown)}." if shown is not None
                      else " Nothing else is open.")
-            mine = list(shown.rollout.problems) if shown is not None else []
+            mine = list(shown_rollout(shown.rollout, self.settings).problems) if shown is not None else []
             out[PROBLEMS] = render.problems_html([Problem(file, "upload: not opened", message)] + mine)
         out[STATUS] = render.notice_html(said, "error")
         return out
@@ -299,10 +300,11 @@ class Handlers:
         if not files:
             return self.failure("No files uploaded.")
         shown, names = self.store.get(k), ", ".join(Path(f).name for f in files)
-        session = getattr(request, "session_hash", None)
+        session, client = who(request)
+        KEEP.claim(files, session)  # Gradio's copies of what was posted: this session's (gone when it ends)
         # Room first: folders past their TTL, then the oldest until this upload fits the disk budget.
         KEEP.sweep(extra_bytes=sum(Path(f).stat().st_size for f in files if Path(f).is_file()))
-        dest = KEEP.add(tempfile.mkdtemp(prefix=UPLOAD_PREFIX), session)  # deleted when the session ends
+        dest = KEEP.folder(UPLOAD_PREFIX, session, client)  # deleted when the session ends
         try:
             root, notes = intake_files(files, dest, self.settings)
         except UploadRefused as e:  # more files than the upload_files budget

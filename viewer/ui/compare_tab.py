@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gradio as gr
@@ -21,6 +21,7 @@ from .. import render
 from ..comparison import Comparison, TurnPair, compare
 from ..config import Settings
 from ..sources import SourceError
+from ..sources.shown import shown_path, shown_text
 from ..tokens import turn_tokens
 from .browse import Browse
 from .token_view import token_view
@@ -55,6 +56,15 @@ def _comparison(store: RolloutStore, ka: str, kb: str) -> tuple[Comparison, Any,
     return hit, a, b
 
 
+def _shown(res: Comparison, settings: Settings) -> Comparison:
+    """The comparison as a visitor sees it named: sources, tokenizers and notes without server paths."""
+    if not settings.public_mode():
+        return res
+    return replace(res, a_source=shown_path(res.a_source, settings), b_source=shown_path(res.b_source, settings),
+                   tokenizers=tuple(shown_path(t, settings) if t else t for t in res.tokenizers),
+                   notes=[shown_text(n, settings) for n in res.notes])
+
+
 def _side(pair: TurnPair, which: str, op, settings: Settings) -> str:
     turn = pair.a if which == "a" else pair.b
     if turn is None:
@@ -64,7 +74,7 @@ def _side(pair: TurnPair, which: str, op, settings: Settings) -> str:
     n = len(tt.ids)
     pos = pair.position(which)  # a text-aligned pair: this side's token at the first differing byte
     focus = (pos, pos) if pos is not None and pos < n else None
-    note = f"{'A' if which == 'a' else 'B'}: {op.rollout.source}"
+    note = f"{'A' if which == 'a' else 'B'}: {shown_path(op.rollout.source, settings)}"
     if pair.text is not None and pair.text.divergence_byte is not None:
         note += f" · aligned by text: first differing byte {pair.text.divergence_byte:,}"
     if fd is not None and focus is None:
@@ -95,7 +105,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> CompareTab:
     outputs = [keys, summary, pair, view_a, view_b]
 
     def failure(msg: str) -> list:
-        return [gr.skip(), render.notice_html(msg, "error")] + [gr.skip()] * 3
+        return [gr.skip(), render.notice_html(shown_text(msg, settings), "error")] + [gr.skip()] * 3
 
     def show(ka: str, kb: str, label: str | None) -> list:
         got = _comparison(store, ka, kb)
@@ -107,7 +117,8 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> CompareTab:
             first = res.first_diverging or (res.pairs[0] if res.pairs else None)
             label = render.pair_label(first) if first is not None else None
         p = res.pairs[labels.index(label)] if label is not None else None
-        return [(ka, kb), render.compare_html(res, current=label), gr.Dropdown(choices=labels, value=label),
+        return [(ka, kb), render.compare_html(_shown(res, settings), current=label),
+                gr.Dropdown(choices=labels, value=label),
                 _side(p, "a", a, settings) if p else "", _side(p, "b", bo, settings) if p else ""]
 
     def run(ka: str | None, text: str, n) -> list:

@@ -1,15 +1,15 @@
 """The Datasets screen: open a Hub dataset or a local data file, page through its rows, open one.
 
 Handlers are thin calls into :mod:`viewer.sources` (``open_dataset``) and
-:mod:`viewer.row_browser` (``browse_page``). Opened datasets live in a small server-side
-cache keyed by a short string kept in ``gr.State``. Selecting a row reads just that row,
-puts the rollout in the store and shows it on the Tokens tab.
+:mod:`viewer.row_browser` (``browse_page``). The opened dataset lives in the visitor's own
+``gr.State`` (:class:`SessionDataset`): one per session, replaced by the next open, gone with the
+session; another visitor's opens cannot evict it (issue 36: a server-wide LRU of 8 let one visitor's
+eight opens take everyone's away). Selecting a row reads just that row, puts the rollout in the store
+and shows it on the Tokens tab.
 """
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 
 import gradio as gr
 import pandas as pd
@@ -23,26 +23,28 @@ from ..sources import DatasetSource, SourceError, open_dataset
 from .browse import dataset_link
 from ..sources.hub import read_token, reader_tag
 from ..sources.registry import all_formats
+from ..sources.shown import shown_path, shown_text
 from ..visitor import local_path
 
-__all__ = ["build", "PAGE_SIZE"]
+__all__ = ["build", "PAGE_SIZE", "SessionDataset"]
 
 PAGE_SIZE = 20
-_CACHE: OrderedDict[str, DatasetSource] = OrderedDict()
-_LOCK = threading.Lock()
 
 
-def _remember(key: str, src: DatasetSource) -> None:
-    with _LOCK:
-        _CACHE[key] = src
-        _CACHE.move_to_end(key)
-        while len(_CACHE) > 8:
-            _CACHE.popitem(last=False)
+class SessionDataset:
+    """The dataset a session has open (its ``gr.State`` value): ``k`` names what was opened, ``src`` is it."""
+
+    __slots__ = ("k", "src")
+
+    def __init__(self, k: str, src: DatasetSource):
+        self.k, self.src = k, src
+
+    def __deepcopy__(self, memo: dict) -> "SessionDataset":
+        return self  # held, not copied: an opened dataset is not duplicated per event
 
 
-def _get(key: str | None) -> DatasetSource | None:
-    with _LOCK:
-        return _CACHE.get(key or "")
+def _get(held) -> DatasetSource | None:
+    return held.src if isinstance(held, SessionDataset) else None
 
 
 def _table(rows: list[dict]) -> pd.DataFrame:
@@ -61,7 +63,8 @@ def build(settings: Settings, store, browse) -> None:
     formats = ["auto"] + [f.name for f in all_formats()] + ["capture"]
     key = gr.State(None)
     with gr.Row(equal_height=True):
-        source = gr.Textbox(label=f"Dataset: hf://datasets/OWNER/NAME[/path] or a file/folder inside {settings.data_root}",
+        source = gr.Textbox(label=f"Dataset: hf://datasets/OWNER/NAME[/path] or a file/folder inside "
+                                  f"{'the data folder' if settings.public_mode() else settings.data_root}",
                             placeholder="hf://datasets/13point5/opencode-rollouts-test", elem_id="source-picker", scale=5)
         fmt = gr.Dropdown(formats, value="auto", label="format", elem_id="ds-format", scale=1, min_width=120)
         split = gr.Textbox(label="split", placeholder="train", elem_id="ds-split", scale=1, min_width=80)
@@ -89,7 +92,7 @@ def build(settings: Settings, store, browse) -> None:
 
     filter_inputs = [f_agent, f_model, f_task, f_rmin, f_rmax, sort, desc]
 
-    def page_values(src: DatasetSource, k: str, page_no, agent, model, task, rmin, rmax, sort_by, descending,
+    def page_values(src: DatasetSource, k: SessionDataset, page_no, agent, model, task, rmin, rmax, sort_by, descending,
                     progress=None) -> list:
         if src.is_capture:
             ro = src.rollout()
@@ -97,7 +100,8 @@ def build(settings: Settings, store, browse) -> None:
             row = {"row": 0, "agent": ro.origin.agent, "model": ro.model, "task": (ro.instruction or "")[:80],
                    "reward": ro.reward, "result": None, "turns": s["turns"],
                    "length": s["prompt_tokens"] + s["output_tokens"], "error": ""}
-            return [k, render.dataset_status_html(src.label, "capture", total=1, page=0, pages=1, note=src.note),
+            return [k, render.dataset_status_html(shown_path(src.label, settings), "capture", total=1, page=0, pages=1,
+                                                  note=shown_text(src.note, settings)),
                     _table([row]), 1]
         filters = Filters(agent or "", model or "", task or "", _num(rmin), _num(rmax))
         p = max(0, int(page_no or 1) - 1)
@@ -108,13 +112,14 @@ def build(settings: Settings, store, browse) -> None:
             pg = browse_page(src, pg.pages - 1, PAGE_SIZE, sort=sort_by or "row", descending=bool(descending),
                              filters=filters, progress=say)
         note = "; ".join(x for x in (src.note, pg.note) if x)
-        return [k, render.dataset_status_html(src.label, src.format.name, alternatives=src.alternatives,
-                                              total=pg.total, page=pg.page, pages=pg.pages, note=note,
+        return [k, render.dataset_status_html(shown_path(src.label, settings), src.format.name,
+                                              alternatives=src.alternatives, total=pg.total, page=pg.page,
+                                              pages=pg.pages, note=shown_text(note, settings),
                                               bytes_read=src.dataset.bytes_read),
                 _table(pg.rows), pg.page + 1]
 
     def fail(message: str) -> list:
-        return [gr.skip(), render.notice_html(message, "error"), gr.skip(), gr.skip()]
+        return [gr.skip(), render.notice_html(shown_text(message, settings), "error"), gr.skip(), gr.skip()]
 
     def on_open(text, fmt_name, split_name, config_name, agent, model, task, rmin, rmax, sort_by, descending,
                 request: gr.Request = None, progress=gr.Progress()):
@@ -137,8 +142,8 @@ def build(settings: Settings, store, browse) -> None:
             # the key names who read it: another visitor cannot page a private dataset by its name
             who = reader_tag(read_token(settings, token)) if spec.startswith("hf://") else ""
             k = hashlib.sha1(f"{spec}|{fmt_arg}|{split_name}|{config_name}|{who}".encode()).hexdigest()[:16]
-            _remember(k, src)
-            return page_values(src, k, 1, agent, model, task, rmin, rmax, sort_by, descending, progress)
+            return page_values(src, SessionDataset(k, src), 1, agent, model, task, rmin, rmax, sort_by, descending,
+                               progress)
         except SourceError as e:
             return fail(e.message)
         except BudgetExceeded as e:  # e.g. the bytes one Hub source may cost on a public app

@@ -9,10 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
-import threading
-import uuid
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +24,11 @@ from ..drift.corpus import ScanInputError, scan_source
 from ..drift.ray_engine import scan_with_ray
 from ..drift.results import SCAN_COLUMNS, scan_table
 from ..sources import SourceError
+from ..sources.shown import shown_path, shown_text
+from ..memo import approx_nbytes
 from ..visitor import local_path
+from .downloads import download_all
+from .session import Run, run_of
 
 __all__ = ["TurnPanel", "ScanPanel", "keep_unpathed", "open_scanned", "SCOPES", "ALL", "DRIFTED", "AUTO",
            "TRAINERS", "EMPTY", "VIEW_OUTPUTS"]
@@ -40,29 +40,6 @@ TRAINERS = [AUTO, *MODES]
 EMPTY = "Open a rollout and pick a turn: its drift shows here."
 VIEW_OUTPUTS = 4  # TurnPanel.show's answer: turn box, drift HTML, trainer-row picker, row token view
 _KEEP_UNPATHED = 64  # rollouts without a path of their own (Hub, data-file rows) kept per scan to reopen
-_SCAN_CACHE = 8          # finished scans kept (per server) for filtering and jumping
-
-
-class _LRU(OrderedDict):
-    def __init__(self, size: int):
-        super().__init__()
-        self.size = size
-        self.lock = threading.Lock()
-
-    def put(self, key, value) -> None:
-        with self.lock:
-            self[key] = value
-            self.move_to_end(key)
-            while len(self) > self.size:
-                self.popitem(last=False)
-
-    def peek(self, key):
-        with self.lock:
-            return self.get(key)
-
-
-_SCANS = _LRU(_SCAN_CACHE)
-_CANCEL: dict[str, threading.Event] = {}
 
 
 def keep_unpathed(entry: dict[str, Any]):
@@ -82,6 +59,24 @@ def open_scanned(entry: dict[str, Any], name: str, store, settings: Settings):
     if name in entry["kept"]:
         return store.put(entry["kept"][name])
     return store.open(local_path(name, settings))
+
+
+def _shown_scan(res, entry: dict[str, Any], settings: Settings):
+    """A scan's result as a visitor sees it on a public app: rollouts, errors and tokenizer named by
+    :func:`viewer.sources.shown.shown_path` (the table, plot and summary show these; a table pick
+    finds its rollout by the same name, or opens it by that data-root path)."""
+    if not settings.public_mode():
+        return res
+    name = lambda s: shown_path(s, settings)  # noqa: E731
+    for part in ("keys", "kept"):
+        entry[part] = {name(k): v for k, v in entry[part].items()}
+    out = dict(res, turns=[dict(r, rollout=name(r["rollout"])) for r in res.get("turns", [])],
+               errors=[dict(e, source=name(e["source"]), error=shown_text(e["error"], settings))
+                       for e in res.get("errors", [])])
+    for k in ("source", "tokenizer"):
+        if res.get(k):
+            out[k] = shown_text(str(res[k]), settings)
+    return out
 
 
 def _spec(rollout, trainer: str | None, train_turns: str | None):
@@ -124,15 +119,6 @@ def _rollout_gradient(op, spec) -> tuple[dict[str, Any] | None, str | None]:
 
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._")[-60:] or "rollout"
-
-
-def _new_id() -> str:
-    """A run id with its Cancel event (the newest 64 kept)."""
-    sid = uuid.uuid4().hex[:12]
-    _CANCEL[sid] = threading.Event()
-    while len(_CANCEL) > 64:
-        _CANCEL.pop(next(iter(_CANCEL)))
-    return sid
 
 
 class TurnPanel:
@@ -190,7 +176,7 @@ class TurnPanel:
             return ""
         return self.row_payload(*got, label)
 
-    def export(self, key: str | None, index) -> list[str] | None:
+    def export(self, key: str | None, index, request: gr.Request = None) -> list[str] | None:
         """One repro JSON file per drift case of the turn (None when it has none)."""
         try:
             got = _report(self.store, key, index)
@@ -206,14 +192,14 @@ class TurnPanel:
         if not cases:
             gr.Info(f"Turn {rep.turn.index}: no drift, nothing to export.")
             return None
-        out = Path(tempfile.mkdtemp(prefix="ri-repro-"))
         stem = _safe_name(Path(str(op.rollout.source)).name)
-        paths = []
-        for kind, doc in cases.items():
-            p = out / f"{stem}-turn{rep.turn.index}-{kind}-{_safe_name(str(doc.get('cause') or 'unknown'))}.json"
-            p.write_text(json.dumps(doc, indent=1, ensure_ascii=False))
-            paths.append(str(p))
-        return paths
+        files = [(f"{stem}-turn{rep.turn.index}-{kind}-{_safe_name(str(doc.get('cause') or 'unknown'))}.json",
+                  json.dumps(self.shown(doc), indent=1, ensure_ascii=False)) for kind, doc in cases.items()]
+        return download_all(request, files, "repro")  # the session's, deleted when it ends
+
+    def shown(self, doc: dict) -> dict:
+        """A repro as a visitor may see it: its rollout and tokenizer named without the server's paths."""
+        return dict(doc, **{k: shown_path(doc[k], self.settings) for k in ("rollout", "tokenizer") if doc.get(k)})
 
     def costs(self, key: str | None, trainer: str | None = AUTO, train_turns: str | None = "tool-calls") -> list:
         """[gradient-cost HTML, sweep figure] of the open rollout under the selected trainer."""
@@ -245,19 +231,35 @@ class TurnPanel:
 
 
 class ScanPanel:
-    """The dataset scan: one scan at a time, cancellable; its table filtered by cause, a row reopened."""
+    """The dataset scan: one scan at a time, cancellable; its table filtered by cause, a row reopened.
+
+    A scan is a :class:`.session.Run` in the visitor's session State (its Cancel: no server table another
+    visitor can fill). Its results (the table, and up to 64 rollouts without a path of their own) are
+    kept in the store's shared cache, weighed within ``cache_mb`` like every other derived value; an
+    evicted scan's table is empty and a click on it asks to scan again."""
 
     def __init__(self, settings: Settings, store, browse=None):
         self.settings, self.store, self.browse = settings, store, browse
 
     @staticmethod
-    def new_scan() -> str:
-        return _new_id()
+    def new_scan() -> Run:
+        return Run()
+
+    def keep(self, run: Run, entry: dict[str, Any]) -> None:
+        """A finished scan's entry, in the shared cache within ``cache_mb`` (issue 36: a table of the last
+        8 scans, each with up to 64 rollouts, was kept outside it)."""
+        self.store.memo.put(("scan", run.id), entry, approx_nbytes(entry))
+
+    def entry(self, sid) -> dict[str, Any] | None:
+        run = run_of(sid)
+        return self.store.memo.get(("scan", run.id)) if run is not None else None
+
+    def results(self, sid, cause: str | None) -> list:
+        """[table, cause plot] of scan ``sid`` (the session's run), its rows filtered by ``cause`` (or drifted ones)."""
+        return self.table_of(self.entry(sid), cause)
 
     @staticmethod
-    def results(sid: str | None, cause: str | None) -> list:
-        """[table, cause plot] of scan ``sid``, its rows filtered by ``cause`` (or drifted ones)."""
-        entry = _SCANS.peek(sid) if sid else None
+    def table_of(entry: dict[str, Any] | None, cause: str | None) -> list:
         if entry is None:
             return [pd.DataFrame(columns=SCAN_COLUMNS), plots.drift_cause_figure({})]
         res = entry["result"]
@@ -265,12 +267,14 @@ class ScanPanel:
         rows = scan_table(res, cause=c, drifted_only=cause == DRIFTED)
         return [pd.DataFrame(rows, columns=SCAN_COLUMNS), plots.drift_cause_figure(res, c)]
 
-    def run_scan(self, sid: str | None, what: str, folder_text: str, hub_text: str, n, key: str | None,
+    def run_scan(self, sid, what: str, folder_text: str, hub_text: str, n, key: str | None,
                  cause: str | None, engine: str = "local", progress=gr.Progress()):
-        """[scan id, summary HTML, table, cause plot, rollout plot] of a scan of ``what`` (a SCOPES entry)."""
+        """[scan run, summary HTML, table, cause plot, rollout plot] of a scan of ``what`` (a SCOPES entry)."""
         settings, store = self.settings, self.store
-        sid = sid or self.new_scan()
-        cancel = _CANCEL.setdefault(sid, threading.Event())
+        run = run_of(sid)
+        if run is None or run.done:  # called without the Scan button's first step (an API call)
+            run = self.new_scan()
+        sid, cancel = run, run.cancel
         entry: dict[str, Any] = {"keys": {}, "kept": {}}
         lim = int(n) if n not in (None, "") and int(n) > 0 else None
         # 0 / blank means "every row": on a public app, never more than the rows_scanned budget
@@ -323,9 +327,9 @@ class ScanPanel:
         except SourceError as e:
             return fail(e.message)
         finally:
-            _CANCEL.pop(sid, None)
-        entry["result"] = res
-        _SCANS.put(sid, entry)
+            run.finish()
+        entry["result"] = res = _shown_scan(res, entry, settings)  # public: names without server paths
+        self.keep(run, entry)
         notes = [f"tokenizer: {res.get('tokenizer') or 'none (round trip and re-render unchecked)'}"]
         if res["errors"]:
             notes.append(f"{len(res['errors'])} unreadable: " + "; ".join(
@@ -334,13 +338,12 @@ class ScanPanel:
             notes.append(f"at most {lim:,} rows on this public app (budget rows_scanned)")
         if res["totals"].get("cancelled"):
             notes.append("cancelled: partial results")
-        df, fig = self.results(sid, cause)
+        df, fig = self.table_of(entry, cause)  # this answer's table even if the cache could not keep it
         return [sid, render.drift_scan_html(res, " · ".join(notes)), df, fig, plots.drift_rollout_figure(res)]
 
-    @staticmethod
-    def costs(sid: str | None) -> list:
+    def costs(self, sid) -> list:
         """[gradient-cost HTML, sweep figure] of scan ``sid`` (summed over its rollouts)."""
-        entry = _SCANS.peek(sid) if sid else None
+        entry = self.entry(sid)
         g = entry["result"].get("gradient") if entry is not None else None
         if g is None:
             return [gr.skip(), gr.skip()]
@@ -348,18 +351,17 @@ class ScanPanel:
         return [render.gradient_cost_html(g, f"scan of {n} rollout(s)"), plots.gradient_sweep_figure(g)]
 
     @staticmethod
-    def cancel_scan(sid: str | None) -> str:
-        ev = _CANCEL.get(sid) if sid else None
-        if ev is None:
+    def cancel_scan(sid) -> str:
+        run = run_of(sid)
+        if run is None or not run.stop():
             return render.notice_html("No scan running.")
-        ev.set()
         return render.notice_html("Cancelling: the scan stops after the current chunk.")
 
     def on_pick(self, sid: str | None, evt: gr.SelectData):
         """A click on a scan table row: open its rollout at its turn on the Tokens tab."""
         row = evt.row_value if evt is not None else None
         skip = [gr.skip()] * (len(self.browse.outputs) + 1)
-        entry = _SCANS.peek(sid) if sid else None
+        entry = self.entry(sid)
         if not row or entry is None:
             return skip
         name, turn = str(row[0]), int(row[1])

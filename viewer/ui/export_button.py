@@ -5,12 +5,12 @@ The browser reads the selection and the mode from the token view (``data-selecte
 button that is on) into two hidden boxes; the server checks them as a visitor's values
 (:func:`viewer.talk.export.parse_tok`, the mode list) and builds the file with the CLI's code
 (:mod:`viewer.talk.export`, :func:`viewer.render.export.export_html`). The file goes to a folder of
-this session's (deleted when it ends, as uploads are: viewer/sources/keep.py).
+this session's (deleted when it ends, as uploads are: viewer/ui/downloads.py, viewer/sources/keep.py).
 """
 from __future__ import annotations
 
 import re
-import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import gradio as gr
@@ -19,11 +19,12 @@ from ..budgets import BudgetExceeded
 from ..config import Settings
 from ..layout import NOTES, is_capture_dir
 from ..render.export import export_html
-from ..sources.keep import KEEP
+from ..sources.shown import shown_rollout, shown_text
 from ..talk import export as ex
 from . import rescores
 from .browse import Browse
 from .browse_handlers import shown_name
+from .downloads import download
 from .store import RolloutStore
 
 __all__ = ["build", "READ_VIEW_JS"]
@@ -41,7 +42,7 @@ def _name(text: str) -> str:
 
 
 def make_file(settings: Settings, store: RolloutStore, key: str | None, turn, sel: str | None, mode: str | None,
-              session: str | None = None) -> str:
+              request=None) -> str:
     """The export of what the visitor sees; raises gr.Error with the reason when it cannot be made."""
     op = store.get(key)
     if op is None or turn is None:
@@ -52,11 +53,14 @@ def make_file(settings: Settings, store: RolloutStore, key: str | None, turn, se
     except (TypeError, ValueError, OverflowError) as e:
         raise gr.Error(f"Cannot export this view: {e}") from None
     mode = mode if mode in ex.MODES else "mask"
-    res = rescores.get(op.key)
+    choice = rescores.choice_now()  # the visitor's own IS choice (on_export sets it from their session)
+    res = rescores.seen(op.key, choice)
     if mode == "delta" and res is None:
         mode = "mask"
     folder = Path(op.path) if op.path is not None and is_capture_dir(Path(op.path)) else None
-    ld = ex.Loaded(op.rollout, op.choice, op.table, shown_name(op), folder, rescore=res)
+    # public: the file names the rollout and its tokenizer as the visitor knows them, not the server's paths
+    choice = replace(op.choice, message=shown_text(op.choice.message, settings))
+    ld = ex.Loaded(shown_rollout(op.rollout, settings), choice, op.table, shown_name(op), folder, rescore=res)
 
     def make() -> str:
         return export_html(ex.rollout_doc(ld, settings, turns=[index], tok=tok, mode=mode))
@@ -64,13 +68,10 @@ def make_file(settings: Settings, store: RolloutStore, key: str | None, turn, se
     try:  # made once per view for every visitor (the shared cache holds response_mb for it)
         notes = folder / NOTES if folder is not None else None  # an edited notes.json makes a new file
         stamp = notes.stat().st_mtime_ns if notes is not None and notes.is_file() else 0
-        html = store.derived(op.key, ("export-html", index, tok, mode, rescores.stamp(op.key), stamp), make)
+        html = store.derived(op.key, ("export-html", index, tok, mode, rescores.stamp(op.key), choice, stamp), make)
     except (ValueError, KeyError, BudgetExceeded) as e:
         raise gr.Error(f"Cannot export this view: {str(e).strip(chr(39))}") from None
-    dest = Path(KEEP.add(tempfile.mkdtemp(prefix="ri-export-"), session))
-    out = dest / f"{_name(shown_name(op))}-turn{index}.html"
-    out.write_text(html, encoding="utf-8")
-    return str(out)
+    return download(request, f"{_name(shown_name(op))}-turn{index}.html", html, "export")
 
 
 def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
@@ -82,8 +83,9 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
     sel = gr.Textbox(visible=False, elem_id="export-sel")
     mode = gr.Textbox(visible=False, elem_id="export-mode")
 
-    def on_export(key, turn, sel_v, mode_v, request: gr.Request):
-        return make_file(settings, store, key, turn, sel_v, mode_v, getattr(request, "session_hash", None))
+    def on_export(key, turn, sel_v, mode_v, view_v, request: gr.Request):
+        with rescores.choosing(rescores.choice_now(view_v)):
+            return make_file(settings, store, key, turn, sel_v, mode_v, request)
 
     btn.click(None, None, [sel, mode], js=READ_VIEW_JS, api_name="export_read_view", api_visibility="private").then(
-        on_export, [b.key, b.turn, sel, mode], out, api_name="export_html", **b.fast)
+        on_export, [b.key, b.turn, sel, mode, b.view], out, api_name="export_html", **b.fast)

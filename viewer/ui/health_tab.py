@@ -13,6 +13,7 @@ import gradio as gr
 from .. import render
 from ..config import Settings
 from ..lint import RULES, lint_rollout
+from ..sources.shown import shown_text
 from .browse import link_spec
 
 __all__ = ["build", "health_for"]
@@ -40,7 +41,7 @@ def health_for(store, settings: Settings, key: str | None) -> str:
         base = _base(op, settings)
         rows = []
         for h in hits:
-            d = h.to_dict()
+            d = {k: shown_text(v, settings) if isinstance(v, str) else v for k, v in h.to_dict().items()}  # public
             place = {k: v for k, v in (("turn", h.turn), ("tok", h.tok)) if v is not None}
             d["link"] = "&".join(p for p in (base, urlencode(place)) if p) if base else ""
             rows.append(d)

@@ -4,6 +4,8 @@ Beside a local capture (``notes.json`` in its folder) when the capture is a fold
 data root, not a bundled sample, not an upload, and the app is not in public mode; otherwise in
 the visitor's session only (a dict ``{rollout: notes.json text}`` held in a ``gr.State``). In
 public mode nothing is ever written to the server's folders (docs/SECURITY.md, "Notes and decks").
+What a session keeps is bounded by the ``session_notes_rollouts`` and ``session_notes_mb`` budgets
+(:func:`check_session`), and every notes text, stored or written, fits the talk files' byte limit.
 """
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ from ..config import SAMPLE_DIR, Settings
 from ..layout import NOTES, is_capture_dir
 from ..sources.upload import UPLOAD_PREFIX
 from ..talk import notes as talk_notes
+from ..talk.common import TalkError
 from ..talk.notes import Notes
 from ..views import turn_view
 from .browse_handlers import link_spec
 from .store import Opened, RolloutStore
 
-__all__ = ["rollout_source", "session_key", "notes_file", "load", "save", "turn_ids", "checked"]
+__all__ = ["rollout_source", "session_key", "notes_file", "load", "save", "turn_ids", "checked", "session_bytes",
+           "check_session"]
 
 
 def rollout_source(op: Opened, settings: Settings) -> tuple[str, int | None]:
@@ -66,10 +70,15 @@ def load(op: Opened, settings: Settings, state: dict | None) -> Notes:
 def save(op: Opened, settings: Settings, state: dict | None, notes: Notes) -> tuple[dict, str]:
     """Keep ``notes``: the file beside the capture (written whole, then renamed over the old one) or
     the session. Returns (the new session dict, where they went)."""
-    text = talk_notes.dumps(notes)
+    text = talk_notes.dumps(notes)  # within the talk files' byte limit, or TalkError (nothing kept)
     f = notes_file(op, settings)
     if f is None:
-        return {**(state or {}), session_key(op, settings): text}, "kept in this browser session (download to keep)"
+        key = session_key(op, settings)
+        kept = {k: v for k, v in (state or {}).items() if k != key}
+        if notes.notes:  # a rollout whose notes are all deleted holds no place in the session
+            kept[key] = text
+        check_session(kept, settings)
+        return kept, "kept in this browser session (download to keep)"
     fd, tmp = tempfile.mkstemp(prefix=".notes-", dir=f.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -79,6 +88,28 @@ def save(op: Opened, settings: Settings, state: dict | None, notes: Notes) -> tu
         Path(tmp).unlink(missing_ok=True)
         raise
     return dict(state or {}), f"saved to {f.name} beside the capture"
+
+
+def session_bytes(state: dict | None) -> int:
+    """What a session's notes dict holds, in bytes (its keys and texts, UTF-8)."""
+    return sum(len(str(k).encode("utf-8")) + len(str(v).encode("utf-8")) for k, v in (state or {}).items())
+
+
+def check_session(state: dict, settings: Settings) -> None:
+    """The session's notes within the ``session_notes_rollouts`` and ``session_notes_mb`` budgets, else
+    TalkError (the change is not kept; the session keeps what it had). Issue 36: one session opening
+    ``?row=N`` for N = 0, 1, 2… and uploading a 1 MB notes.json each time grew the server without bound."""
+    lim = settings.limits()
+    keys, cap = len(state), int(lim.session_notes_rollouts)
+    if cap and keys > cap:
+        raise TalkError(f"This browser session already keeps notes on {cap} rollouts, the most one session may "
+                        f"keep on this app (budget session_notes_rollouts): download notes you want to keep and "
+                        "delete them, then try again")
+    n, most = session_bytes(state), lim.bytes("session_notes_mb")
+    if most and n > most:
+        raise TalkError(f"This browser session's notes would hold {n / 1048576:,.1f} MB, over the "
+                        f"{lim.session_notes_mb:g} MB one session may keep on this app (budget session_notes_mb): "
+                        "download notes you want to keep and delete some, then try again")
 
 
 def turn_ids(store: RolloutStore, op: Opened, index: int) -> list[int] | None:

@@ -63,6 +63,8 @@ def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | Non
     spec = src.text
     if src.kind == "sample":
         return store.open(SAMPLE_DIR / spec.split(":", 1)[1], override)
+    if src.kind == "path" and is_capture_dir(src.path):  # one capture: a row number names nothing more (issue 36:
+        return store.open(src.path, override)            # each ?row=N was a parse and a notes key of its own)
     if row is not None or src.kind == "hub":
         from ..sources import open_dataset
 

@@ -8,11 +8,8 @@ with progress and Cancel, one rescore at a time. Without torch the panel says ho
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-import threading
 import time
-import uuid
 
 import gradio as gr
 import pandas as pd
@@ -22,15 +19,16 @@ from ..capture.models import MODELS as CAPTURE_MODELS
 from ..config import Settings
 from ..drift import MODES, choose_spec
 from ..rescore import importance as IS
+from ..rescore.recorded import RECORDED_DEVICE
 from . import rescores
 from .browse import wire
+from .session import Run, run_of
 
 __all__ = ["build", "ROLLOUT_MODEL", "MODELS"]
 
 ROLLOUT_MODEL = "(the rollout's model)"
 MODELS = [ROLLOUT_MODEL, *CAPTURE_MODELS]
 AUTO = "auto (what the source supports)"
-_CANCEL: dict[str, threading.Event] = {}
 
 
 def _model_name(choice: str | None, rollout, public: bool) -> str:
@@ -50,8 +48,8 @@ def _model_name(choice: str | None, rollout, public: bool) -> str:
 def cached_note(key: str | None, session: str | None) -> str:
     """Said over a rescore this visitor did not run (the result is shared per rollout): whose and when."""
     got = rescores.origin(key)
-    if got is None or (got[0] and got[0] == session):
-        return ""
+    if got is None or (got[0] and got[0] == session) or getattr(rescores.get(key), "device", None) == RECORDED_DEVICE:
+        return ""  # (trainer logprobs the file recorded were not run by anyone)
     when = time.strftime("%H:%M:%S UTC", time.gmtime(got[1]))
     return (f"A cached result: this rollout was rescored by another visitor at {when}. Rescore with the same model "
             "and trainer shows it again (the same numbers); pick another to run a new one.")
@@ -108,8 +106,9 @@ def build(settings: Settings, store, browse) -> None:
             head = render.rescore_summary_html(res, cached_note(key, session or getattr(request, "session_hash", None)))
         fig = plots.delta_figure(res, int(index), texts(op, index)) if res is not None and index is not None \
             else plots.delta_figure(None, 0)
+        # the histogram draws this visitor's bounds (their own choice: rescores.seen), never another's
         return [head, pd.DataFrame(render.rescore_turn_rows(res), columns=render.RESCORE_COLUMNS), fig,
-                plots.ratio_histogram(res),
+                plots.ratio_histogram(rescores.seen(key, _checked(mode, lo, hi, err)) if res is not None else None),
                 render.notice_html(f"Importance sampling: {err}", "error") if err else
                 render.importance_html(res, mode, lo, hi), _explain(op, res)]
 
@@ -121,48 +120,35 @@ def build(settings: Settings, store, browse) -> None:
 
         return render.explain_html(explain(res, op.rollout), _link_base(op, settings))
 
-    def with_choice(key, mode, lo, hi, err=None):
-        """Keep the rollout's rescore with this IS choice (the token view marks clipped / zeroed tokens
-        and rebuilds: its cache keys on the rescore's stamp). None: no rescore, or a choice TRL rejects."""
-        res = rescores.get(key)
-        if res is None:
-            return None
-        try:
-            IS.check_bounds(mode, lo, hi)
-            choice = None if err else (mode, lo, hi)
-        except ValueError:
-            choice = None
-        if res.is_choice != choice:  # the views rebuild; who ran the rescore, and when, stay
-            rescores.restyle(key, dataclasses.replace(res, is_choice=choice))
-        return choice
-
     def on_is(key, index, mode, lo, hi, request: gr.Request = None):
-        with_choice(key, *_choice(mode, lo, hi))
+        """The visitor's IS choice: kept in their session (``browse.view``, the last output), and their token
+        view rebuilt with it (the shared result is never changed: issue 36)."""
+        choice = _checked(*_choice(mode, lo, hi))
         op = store.get(key)
-        turn_vals = browse.select_fn(key, index, "delta") if op is not None and index is not None and \
-            rescores.get(key) is not None else [gr.skip()] * len(browse.turn_outputs)
-        return [wire(c, v) for c, v in zip(outs, panel(key, index, mode, lo, hi, request))] + list(turn_vals)
+        with rescores.choosing(choice):  # this event's views: its State is stored when it ends
+            turn_vals = browse.select_fn(key, index, "delta") if op is not None and index is not None and \
+                rescores.get(key) is not None else [gr.skip()] * len(browse.turn_outputs)
+        return [wire(c, v) for c, v in zip(outs, panel(key, index, mode, lo, hi, request))] + list(turn_vals) + \
+            [rescores.view_value(choice)]
 
-    def new_run() -> str:
-        rid = uuid.uuid4().hex[:12]
-        _CANCEL[rid] = threading.Event()
-        while len(_CANCEL) > 64:
-            _CANCEL.pop(next(iter(_CANCEL)))
-        return rid
+    def new_run() -> Run:  # the session's own Cancel (viewer/ui/session.py): no server table to fill or evict
+        return Run()
 
     def on_run(rid, key, index, model_choice, trainer_choice, is_mode_, is_lo, is_hi, request: gr.Request = None,
                progress=gr.Progress()):
-        skip = [gr.skip()] * (len(outs) - 1 + len(browse.turn_outputs))
+        skip = [gr.skip()] * (len(outs) - 1 + len(browse.turn_outputs) + 1)  # + the view settings
 
         def fail(message: str) -> list:
             return [render.notice_html(message, "error")] + skip
 
+        run = run_of(rid)
+        if run is None or run.done:  # called without the button's first step (an API call)
+            run = Run()
+        cancel_ev = run.cancel
         op = store.get(key)
-        if op is None:
-            return fail("Open a rollout first.")
-        if not torch_available():
-            return [render.notice_html(TORCH_HINT, "error")] + skip
-        cancel_ev = _CANCEL.setdefault(rid, threading.Event()) if rid else threading.Event()
+        if op is None or not torch_available():
+            run.finish()
+            return fail("Open a rollout first.") if op is None else [render.notice_html(TORCH_HINT, "error")] + skip
         try:
             name = _model_name(model_choice, op.rollout, settings.public_mode())
             mode = trainer_choice if trainer_choice in MODES else None
@@ -180,29 +166,28 @@ def build(settings: Settings, store, browse) -> None:
         except (ValueError, RuntimeError, OSError) as e:
             return fail(f"Rescore failed: {e}")
         finally:
-            if rid:
-                _CANCEL.pop(rid, None)
+            run.finish()
         session = getattr(request, "session_hash", None)
         if rescores.get(op.key) is not res:  # a new run (the same run again keeps who ran it, and when)
             rescores.put(op.key, res, session, asked)
-        with_choice(op.key, *_choice(is_mode_, is_lo, is_hi))
-        turn_vals = browse.select_fn(key, index, "delta") if index is not None else [gr.skip()] * len(
-            browse.turn_outputs)
+        choice = _checked(*_choice(is_mode_, is_lo, is_hi))  # this visitor's, kept in their session only
+        with rescores.choosing(choice):
+            turn_vals = browse.select_fn(key, index, "delta") if index is not None else [gr.skip()] * len(
+                browse.turn_outputs)
         # postprocess=False (the turn values come serialised from the shared cache): ours too
         return [wire(c, v) for c, v in zip(outs, panel(key, index, is_mode_, is_lo, is_hi, session=session))] + \
-            list(turn_vals)
+            list(turn_vals) + [rescores.view_value(choice)]
 
     def on_cancel(rid):
-        ev = _CANCEL.get(rid) if rid else None
-        if ev is None:
+        run = run_of(rid)
+        if run is None or not run.stop():
             return render.notice_html("No rescore running.")
-        ev.set()
         return render.notice_html("Cancelling: the rescore stops after the current batch.")
 
     outs = [summary, table, delta_plot, ratio_plot, is_view, ex_view]
     run.click(new_run, None, run_id, api_visibility="private", queue=False).then(
         on_run, [run_id, browse.key, browse.turn, model, trainer, is_mode, is_min, is_max],
-        outs + list(browse.turn_outputs),
+        outs + list(browse.turn_outputs) + [browse.view],
         api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False,
         show_progress_on=[summary])  # one progress bar, on the panel (not on each of its outputs)
     cancel.click(on_cancel, [run_id], summary, api_name="rescore_cancel", queue=False)
@@ -229,7 +214,8 @@ def build(settings: Settings, store, browse) -> None:
     browse.follow_turn("!!document.querySelector('#rescore-summary')?.checkVisibility()", follow, [shown] + ins,
                        outs, with_request=True)
     for comp in (is_mode, is_min, is_max):
-        comp.change(on_is, [browse.key, browse.turn, is_mode, is_min, is_max], outs + list(browse.turn_outputs),
+        comp.change(on_is, [browse.key, browse.turn, is_mode, is_min, is_max],
+                    outs + list(browse.turn_outputs) + [browse.view],
                     api_name=f"rescore_{comp.elem_id.replace('-', '_')}", api_visibility="private",
                     postprocess=False, show_progress="hidden")
 
@@ -244,6 +230,18 @@ def _link_base(op, settings: Settings) -> str:
         return op.link
     spec = link_spec(op.path, settings)
     return urlencode({"source": spec}) if spec else ""
+
+
+def _checked(mode: str, lo: float | None, hi: float | None, err: str | None = None):
+    """The IS choice a visitor's values make, or None (a bound that is not a number, or bounds TRL rejects):
+    then nothing is marked."""
+    if err:
+        return None
+    try:
+        IS.check_bounds(mode, lo, hi)
+    except ValueError:
+        return None
+    return (mode, lo, hi)
 
 
 def _text(v: float | None) -> str:

@@ -1,13 +1,26 @@
 """The latest rescore of each open rollout (by store key), shared by the Tokens screen's token
-view (which adds the ``delta`` colour mode when one exists) and the rescore panel."""
+view (which adds the ``delta`` colour mode when one exists) and the rescore panel.
+
+The result is the same numbers for everyone; how a visitor looks at it (the importance-sampling
+mode and bounds the token view marks and the ratio histogram draws) is theirs alone: it lives in
+their session (``Browse.view``, a ``gr.State``) and is applied when a view is made (:func:`seen`), never
+stored with the shared result. Issue 36: it was, so one visitor's choice changed every visitor's Δ marks.
+"""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["get", "put", "restyle", "stamp", "origin", "same_run"]
+from ..rescore import importance as IS
+
+__all__ = ["get", "put", "stamp", "origin", "same_run", "DEFAULT_CHOICE", "choice_of", "view_value", "choosing",
+           "choice_now", "view_stamp", "seen"]
 
 _SIZE = 16  # rescores kept (each holds a few floats per trained token)
 _RESULTS: OrderedDict[str, Any] = OrderedDict()
@@ -50,14 +63,6 @@ def put(key: str, result: Any, session: str | None = None, asked: tuple | None =
             _ASKED.pop(gone, None)
 
 
-def restyle(key: str, result: Any) -> None:
-    """Replace ``key``'s rescore by the same result under another view choice (the IS mode and bounds):
-    views rebuild (a new stamp), but who ran it and when stay (the cached-result note stays true)."""
-    with _LOCK:
-        if key in _RESULTS:
-            _keep(key, result)
-
-
 def _keep(key: str, result: Any) -> None:
     """Store ``result`` for ``key`` under a new stamp (views cached on the old one rebuild); caller holds _LOCK."""
     global _COUNT
@@ -81,3 +86,64 @@ def same_run(key: str | None, asked: tuple) -> Any:
         if res is None or getattr(res, "cancelled", False) or _ASKED.get(key) != asked:
             return None
         return res
+
+
+# ---------------------------------------------------------------- a visitor's own view of it
+DEFAULT_CHOICE: tuple[str, float | None, float | None] = (IS.DEFAULT_MODE, IS.DEFAULT_CLIP_MIN, IS.DEFAULT_CLIP_MAX)
+_UNSET = object()
+_NOW: ContextVar[Any] = ContextVar("rescore_view_choice", default=_UNSET)
+
+
+def view_value(choice: tuple | None) -> dict:
+    """What the session's view State holds for an IS choice (None: a choice TRL rejects, no marks)."""
+    return {"is": None if choice is None else tuple(choice)}
+
+
+def choice_of(held: Any) -> tuple[str, float | None, float | None] | None:
+    """The IS choice a session's view State value holds; :data:`DEFAULT_CHOICE` (the panel's first values)
+    when it holds none. Only a well-formed choice passes: the State is the server's, but be strict."""
+    if not isinstance(held, dict) or "is" not in held:
+        return DEFAULT_CHOICE
+    c = held["is"]
+    if c is None:
+        return None
+    if (isinstance(c, tuple) and len(c) == 3 and c[0] in IS.MODES
+            and all(b is None or (isinstance(b, float) and b == b) for b in c[1:])):
+        return c
+    return DEFAULT_CHOICE
+
+
+@contextmanager
+def choosing(choice: tuple | None) -> Iterator[None]:
+    """Views made in this block use ``choice`` (an event that has just changed it: its State is stored
+    only when the event ends)."""
+    token = _NOW.set(choice)
+    try:
+        yield
+    finally:
+        _NOW.reset(token)
+
+
+def choice_now(held: Any = None) -> tuple[str, float | None, float | None] | None:
+    """The choice views are made with now: the one :func:`choosing` set, else the session's (``held``)."""
+    c = _NOW.get()
+    return choice_of(held) if c is _UNSET else c
+
+
+def view_stamp(key: str | None, state) -> tuple[int, tuple | None]:
+    """(:func:`stamp`, the IS choice) a view of ``key`` is made with for the visitor whose event is running:
+    their choice read from their view State ``state`` (``Browse.view``: a turn switch does not take it as an
+    input), or the one :func:`choosing` set. (0, None) when ``key`` has no rescore."""
+    from .session import session_value
+
+    n = stamp(key)
+    return (n, choice_now(session_value(state))) if n else (0, None)
+
+
+def seen(key: str | None, choice: tuple | None) -> Any:
+    """``key``'s rescore as a visitor with IS ``choice`` sees it (a shallow copy that carries the choice;
+    the shared result is never changed), or None."""
+    res = get(key)
+    if res is None:
+        return None
+    return res if getattr(res, "is_choice", None) == choice else dataclasses.replace(res, is_choice=choice)

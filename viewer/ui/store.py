@@ -183,7 +183,18 @@ class RolloutStore:
             choice = replace(choice, message=rollout.origin.tokenizer_note
                              or f"Token ids made from the text with the {derived} tokenizer, and shown with it.")
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
-        return Opened(key, rollout, path, choice, table)
+        return self._keep_recorded(Opened(key, rollout, path, choice, table))
+
+    def _keep_recorded(self, op: Opened) -> Opened:
+        """A rollout whose file recorded the trainer's logprobs (a prime-rl token export) has them as its
+        rescore from the start: the mismatch views show them without a model run. Put again when the
+        rescores' own cache let them go while the rollout stayed (a model's rescore is kept)."""
+        from ..rescore.recorded import has_recorded, recorded_result
+        from . import rescores
+
+        if has_recorded(op.rollout) and rescores.get(op.key) is None:
+            rescores.put(op.key, recorded_result(op.rollout, self.settings.rescore_flag_delta))
+        return op
 
     def put(self, rollout: Rollout, capture_dir: Path | None = None, tokenizer_override: str = "",
             reload: Callable[[], Rollout] | None = None, link: str = "") -> Opened:
@@ -206,7 +217,7 @@ class RolloutStore:
             return None
         hit = self._cached(key)
         if hit is not None:
-            return hit
+            return self._keep_recorded(hit)
         with self._lock:
             make = self._recipes.get(key)
         if make is None:

@@ -7,7 +7,6 @@ deck's step) is checked here before it moves anything; a refusal is a visible me
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +25,7 @@ from ..talk.notes import Note, Notes, anchor_of
 from ..visitor import NOTE_REF, VisitorError, deck_file
 from . import notes_place as place
 from .browse import Browse
+from .downloads import download as _download
 from .store import RolloutStore
 
 __all__ = ["TalkHandlers", "parse_selection"]
@@ -48,12 +48,6 @@ def _head(path: Path) -> bytes:
     """At most one byte past the talk files' limit: a bigger file is refused by size, never read whole."""
     with open(path, "rb") as f:
         return f.read(MAX_TALK_BYTES + 1)
-
-
-def _download(text: str, name: str, prefix: str) -> str:
-    out = Path(tempfile.mkdtemp(prefix=prefix)) / name
-    out.write_text(text, encoding="utf-8")
-    return str(out)
 
 
 class TalkHandlers:
@@ -133,7 +127,7 @@ class TalkHandlers:
     def delete(self, key, turn, pick, state, dk) -> list:
         return self._change(key, turn, state, dk, lambda op, n: (n.delete(str(pick or "")), f"Note {pick} deleted"))
 
-    def download(self, key, state):
+    def download(self, key, state, request: gr.Request = None):
         op = self.store.get(key)
         if op is None:
             raise gr.Error("Open a rollout first.")
@@ -143,7 +137,7 @@ class TalkHandlers:
             raise gr.Error(str(e)) from None
         from ..talk.notes import dumps
 
-        return _download(dumps(notes), NOTES, "ri-notes-")
+        return _download(request, NOTES, dumps(notes), "notes")  # the session's, deleted when it ends
 
     def upload(self, key, turn, file, state, dk) -> list:
         def do(op, old: Notes):
@@ -205,9 +199,10 @@ class TalkHandlers:
     def open_deck(self, data: bytes | str, what: str, dk) -> tuple[dict | None, str]:
         try:
             deck = talk_deck.parse(data, what)
+            text = talk_deck.dumps(deck)  # within the byte limit, or refused (never kept over it)
         except TalkError as e:
             return None, f"Deck refused: {e}"
-        return {"text": talk_deck.dumps(deck), "at": 0, "seq": (dk or {}).get("seq", 0) + 1}, ""
+        return {"text": text, "at": 0, "seq": (dk or {}).get("seq", 0) + 1}, ""
 
     def on_link_deck(self, dk, request: gr.Request) -> list:
         """?deck=PATH: [deck state, status]."""
@@ -271,7 +266,7 @@ class TalkHandlers:
             return [gr.skip()] * n_cmp + self.drift.show(key, turn) + self.drift.costs(key)
         return skip
 
-    def add_step(self, key, turn, sel, mode, built) -> list:
+    def add_step(self, key, turn, sel, mode, built, request: gr.Request = None) -> list:
         """"Add this view to the deck": [deck text, deck.json file, message]."""
         op = self.store.get(key)
         if op is None or turn is None:
@@ -289,8 +284,8 @@ class TalkHandlers:
             deck = talk_deck.parse(built) if built else Deck(title="My talk")
             deck = deck.add(Step(source=src, row=row, turn=int(turn), tok=tok,
                                  mode=mode if mode in ("mask", "logprob", "delta", "drift") else "mask"))
+            text = talk_deck.dumps(deck)
         except TalkError as e:
             return [gr.skip(), gr.skip(), render.notice_html(str(e), "error")]
-        text = talk_deck.dumps(deck)
-        return [text, _download(text, DECK, "ri-deck-"),
+        return [text, _download(request, DECK, text, "deck"),
                 render.notice_html(f"Step {len(deck.steps)} added to the deck ({src}, turn {turn}); download deck.json.")]

@@ -16,6 +16,7 @@ from .. import render
 from ..config import SAMPLE_DIR, Settings
 from ..layout import TOKENIZER_DIR
 from ..drift.certify import CaseResult, certify_results, divergence_sequences, report
+from ..sources.shown import shown_path
 from ..tokenizer import load_local, load_qwen3, token_table
 from .browse import Browse
 from .token_view import token_view
@@ -84,7 +85,8 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
         res = results[names.index(name)] if name is not None else None
         a, bv = render.certify_views(divergence_sequences(res) if res else None, token_table(tok, tname), settings)
         value = labels[names.index(name)] if name is not None else None
-        return [(choice, key), render.certify_card_html(doc, current=name), gr.Dropdown(choices=labels, value=value),
+        shown = dict(doc, tokenizer=shown_path(doc.get("tokenizer"), settings))  # public: no server path
+        return [(choice, key), render.certify_card_html(shown, current=name), gr.Dropdown(choices=labels, value=value),
                 a, bv]
 
     def run(choice: str, key: str | None) -> list:
