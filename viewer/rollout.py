@@ -121,11 +121,16 @@ class Turn:
     def nbytes(self) -> int:
         """Approximate bytes this turn holds, cheaply: exact for packed columns (``nbytes``),
         a per-entry estimate for Python lists, and the text of messages / response / request."""
+        return self.nbytes_once(None)
+
+    def nbytes_once(self, seen: set[int] | None) -> int:
+        """:attr:`nbytes`, counting a message or tools object already in ``seen`` as a pointer: the
+        capture reader shares a conversation's repeated history between turns (SharedHistory)."""
         cols = (self.prompt_ids, self.output_ids, self.logprobs, self.top_logprobs, self.output_bytes,
                 self.mask, self.prompt_mask, self.trainer_logprobs)
         own = 0 if self.origin is NO_ORIGIN else self.origin.nbytes  # the shared default costs a turn nothing
         return 600 + sum(_column_nbytes(c) for c in cols) + own + _json_nbytes(
-            (self.messages, self.tools, self.response, self.request), 0)
+            (self.messages, self.tools, self.response, self.request), 0, seen)
 
     def logprob_stats(self) -> tuple[float | None, float | None]:
         """Mean and min over output tokens that have a finite logprob."""
@@ -175,7 +180,8 @@ class Rollout:
         """Approximate bytes this rollout holds (turns plus task, tests and summary): what a
         byte-bounded cache weighs it by. Linear in the turns' structure, not their tokens."""
         side = (self.task, self.instruction, self.visible_tests, self.held_out_tests, self.summary)
-        return (1000 + sum(t.nbytes for t in self.turns) + _json_nbytes(side, 0) + self.origin.nbytes
+        seen: set[int] = set()  # history shared between turns is held once
+        return (1000 + sum(t.nbytes_once(seen) for t in self.turns) + _json_nbytes(side, 0) + self.origin.nbytes
                 + 200 * len(self.problems))
 
     def stats(self) -> dict[str, Any]:
@@ -202,17 +208,22 @@ def _column_nbytes(col: Any) -> int:
     return n if isinstance(n, int) else 56 + 36 * len(col)
 
 
-def _json_nbytes(v: Any, depth: int) -> int:
+def _json_nbytes(v: Any, depth: int, seen: set[int] | None = None) -> int:
     """Rough size of JSON-like data (strings by length, containers by entry); shared
-    strings are counted each time, which errs on the safe side for a cache."""
+    strings are counted each time, which errs on the safe side for a cache. With ``seen``, a
+    container already counted (the same object) costs a pointer."""
     if isinstance(v, str):
         return 49 + len(v)
+    if isinstance(v, (dict, list)) and seen is not None:
+        if id(v) in seen:
+            return 8
+        seen.add(id(v))
     if isinstance(v, dict):
-        return 64 + 40 * len(v) + (sum(_json_nbytes(x, depth + 1) for x in v.values()) if depth < 12 else 0)
+        return 64 + 40 * len(v) + (sum(_json_nbytes(x, depth + 1, seen) for x in v.values()) if depth < 12 else 0)
     if isinstance(v, (list, tuple)):
         if v and isinstance(v[0], (int, float)) and not isinstance(v[0], bool):
             return 56 + 36 * len(v)
-        return 56 + 8 * len(v) + (sum(_json_nbytes(x, depth + 1) for x in v) if depth < 12 else 0)
+        return 56 + 8 * len(v) + (sum(_json_nbytes(x, depth + 1, seen) for x in v) if depth < 12 else 0)
     if isinstance(v, (bytes, bytearray)):
         return 33 + len(v)
     return 32
