@@ -4,7 +4,8 @@ Run: ``.venv/bin/python bench/bench_formats.py [--mb 200] [--repeat 3] [--form j
 [--format-file PATH ...] [--bare]``.
 
 Every figure comes from a fresh process (one per measurement, alternating the reader and the baseline
-``--repeat`` times), so imports, page cache and allocator state are alike; CPU seconds are what a shared
+``--repeat`` times; the viewer's modules, every format's included, are imported before the clock), so
+imports, page cache and allocator state are alike; CPU seconds are what a shared
 machine disturbs least, wall seconds are printed beside them. Peak RSS is the process's ``VmHWM``
 (interpreter and imports included) over the file's size. The baseline is the stdlib parse of the
 same bytes: ``json.load`` of a JSON document, ``json.loads`` of each line of a JSONL file (``json.load``
@@ -23,9 +24,12 @@ and peak RSS <= 0.3x the file.
    Rollout is checked against a digest worked out here from ``json`` (ids, logprobs, top-k ids /
    logprobs / offsets, token bytes); a difference fails the bench.
 2. **``--format-file PATH``**: a row-format file (JSONL lines, or a JSON array's elements) replicated to
-   at least ``--mb`` MB, opened with ``viewer.sources.open_dataset`` and every rollout read with
-   ``.rollout(i)`` (text-only rows are tokenised through the chat template, as the app does), against
-   the stdlib parse of the same bytes.
+   at least ``--mb`` MB and opened with ``viewer.sources.open_dataset``, against the stdlib parse of the
+   same bytes. Two lines: **read** (the target): every row read and turned into its Conversation by the
+   format's ``read`` (exact-id formats build their Turns there; text-only rows stop at their messages),
+   ``--repeat`` alternating runs; **rollout** (not a target, ``--rollout-repeat`` runs): every
+   ``.rollout(i)`` whole, derive included (text-only rows are tokenised through the chat template,
+   as the app does).
 """
 from __future__ import annotations
 
@@ -196,6 +200,8 @@ def hwm_mb():
 mode, path = sys.argv[1], sys.argv[2]
 from viewer.config import Settings
 from viewer.sources import load_source, open_dataset
+# every format module, fsspec and the Hub module: imports are not reading (~0.1 s, once); done before the clock
+import fsspec.implementations.local, viewer.sources.hub, viewer.sources.registry  # noqa: F401,E401
 settings = Settings(max_file_mb=4096)
 base = hwm_mb()
 t0, c0 = time.perf_counter(), time.process_time()
@@ -215,6 +221,19 @@ if mode in ("json", "json-nogc", "json-check"):
 elif mode in ("capture", "bare"):
     ro = load_source(path, settings)
     out = [len(ro.turns), sum(len(t.output_ids) for t in ro.turns), len(ro.problems)]
+elif mode == "read":  # the reader alone: every row read and turned into its Conversation, no tokenising
+    from viewer.sources.formats import RowRef
+    src = open_dataset(path, settings)
+    n = len(src.dataset)
+    turns = tokens = 0
+    for i in range(n):
+        conv = src.format.read(src.dataset.read_row(i), RowRef(src.label, i))
+        if conv.exact_turns is not None:
+            turns += len(conv.exact_turns)
+            tokens += sum(len(t.prompt_ids) + len(t.output_ids) for t in conv.exact_turns)
+        else:
+            turns += len(conv.messages)  # text only: messages (the turns come from tokenising)
+    out = [n, src.format.name, turns, tokens]
 elif mode == "rows":
     src = open_dataset(path, settings)
     n = len(src.dataset)
@@ -301,7 +320,7 @@ def _label(src: Path) -> str:
         return f"{src.parent.name}/{src.name}"
 
 
-def bench_file(tmp: Path, src: Path, mb: float, repeat: int) -> None:
+def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int = 1) -> None:
     label = _label(src)
     dest = tmp / "rows" / src.name
     t0 = time.perf_counter()
@@ -310,8 +329,20 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int) -> None:
         dest = dest.rename(dest.with_name(dest.name + ".jsonl"))
     print(f"\n[{label}] replicated as {how}: {rows:,} rows, {size:.1f} MB "
           f"(written in {time.perf_counter() - t0:.1f} s)")
-    compare(label, dest, size, "rows", repeat)
+    compare(f"{label} read", dest, size, "read", repeat)
+    rollout_line(label, dest, size, rollout_repeat)
     dest.unlink()
+
+
+def rollout_line(label: str, path: Path, size_mb: float, repeat: int) -> None:
+    """The whole ``rollout(i)`` of every row (read + derive: text-only rows tokenised through the chat
+    template), beside the reader's figures: what a scan over the rows costs, not a target."""
+    file_mib = size_mb / 1.048576
+    for k in range(repeat):
+        j, me = child("json", path), child("rows", path)
+        print(f"[{label}] rollout run {k + 1} (not a target): json {j['cpu_s']:.2f} s CPU | every rollout(i) "
+              f"{me['cpu_s']:.2f} s CPU ({me['s']:.2f} s wall) = {me['cpu_s'] / j['cpu_s']:.2f}x json's, peak "
+              f"{me['peak_mb']:.0f} MB ({me['peak_mb'] / file_mib:.2f}x the file) | {me['out']}")
 
 
 def main() -> None:
@@ -325,6 +356,8 @@ def main() -> None:
     ap.add_argument("--skip-openenv", action="store_true", help="only the --format-file benches")
     ap.add_argument("--format-file", type=Path, action="append", default=[],
                     help="a row-format file (JSONL or a JSON array) to replicate and bench; repeatable")
+    ap.add_argument("--rollout-repeat", type=int, default=1,
+                    help="runs of the whole rollout(i) line per --format-file (default 1; 0 skips it)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if not args.skip_openenv and not bench_openenv(Path(d), args.mb, args.calls, args.form.split(","),
@@ -332,7 +365,7 @@ def main() -> None:
             raise SystemExit("the reader's columns differ from json's")
         for src in args.format_file:
             try:
-                bench_file(Path(d), src, args.mb, args.repeat)
+                bench_file(Path(d), src, args.mb, args.repeat, args.rollout_repeat)
             except SystemExit as e:  # one file the reader refuses (or that is not rows) does not stop the others
                 print(f"[{_label(src)}] not measured: {e}")
 

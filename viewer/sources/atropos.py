@@ -35,6 +35,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -82,10 +84,44 @@ def _shared_prefix(seqs: list[Any]) -> int:
     if not lists or len(lists) < len(seqs):
         return 0
     n = min(len(s) for s in lists)
-    i = 0
-    while i < n and all(s[i] == lists[0][i] for s in lists):
+    head = lists[0]
+    i = min(_same_run(head, s, n) for s in lists)  # compared at C speed
+    try:  # ints only: then a list's == (which takes an object as equal to itself) is the item's ==
+        msgspec.convert(head[:i], list[int])
+    except msgspec.ValidationError:  # (a float NaN is not equal to itself): item by item, as ever
+        i = 0
+    while i < n and all(s[i] == head[i] for s in lists):
         i += 1
     return i
+
+
+def _same_run(a: list[Any], b: list[Any], n: int) -> int:
+    """The first index (at most ``n``) where ``a`` and ``b`` differ: halving the span by list ``==``
+    of slices (C speed), then item by item over the last few."""
+    lo, hi = 0, n
+    while hi - lo > 8:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and a[lo] == b[lo]:
+        lo += 1
+    return lo
+
+
+def _context_run(masks: list[Any]) -> int:
+    """How many masks at the start are -100 (``==``), by halving the span as above."""
+    lo, hi = 0, len(masks)
+    while hi - lo > 8:
+        mid = (lo + hi) // 2
+        if masks[lo:mid].count(CONTEXT) == mid - lo:
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and masks[lo] == CONTEXT:
+        lo += 1
+    return lo
 
 
 def expand(group: dict[str, Any]) -> list[dict[str, Any]]:
@@ -131,11 +167,19 @@ class _Where:
 def _mask_problems(masks: list[Any], ids: list[int], where: _Where) -> list[Problem]:
     """What is odd in a mask the trainer will use as labels: non-integers, labels that are not the token."""
     out = []
-    odd = [j for j, m in enumerate(masks) if type(m) is not int]
+    try:
+        msgspec.convert(masks, list[int])  # plain ints (not bools), at C speed: the common case
+        odd = []
+    except msgspec.ValidationError:
+        odd = [j for j, m in enumerate(masks) if type(m) is not int]
     if odd:
         out.append(Problem(where.label, where(".masks"), f"{len(odd)} entries are not integers (first: entry "
                                                          f"{odd[0]} = {masks[odd[0]]!r}); counted as trained"))
-    other = [j for j, (m, t) in enumerate(zip(masks, ids)) if m != CONTEXT and m != t]
+    # a position is fine when its mask is -100 or its token (never both: the ids are >= 0); counted at C speed
+    n = min(len(masks), len(ids))
+    fine = masks.count(CONTEXT) if n == len(masks) else masks[:n].count(CONTEXT)
+    fine += sum(map(operator.eq, masks, ids))
+    other = [] if fine == n else [j for j, (m, t) in enumerate(zip(masks, ids)) if m != CONTEXT and m != t]
     if other:
         j = other[0]
         out.append(Problem(where.label, where(".masks"),
@@ -216,8 +260,10 @@ def trains_last_message(conv: Any, t: Turn, where: _Where, problems: list[Proble
 
 def _split(ids: list[int], masks: list[Any]) -> tuple[int, list[int]]:
     """(index of the first trained token, the 0/1 mask over the output from there)."""
-    first = next((j for j, m in enumerate(masks) if m != CONTEXT), len(ids))
-    return first, [0 if m == CONTEXT else 1 for m in masks[first:]]
+    first = _context_run(masks)
+    if first == len(masks):
+        first = len(ids)  # (no trained position)
+    return first, list(map(operator.ne, masks[first:], repeat(CONTEXT)))  # True/False: 1/0
 
 
 def _task(row: dict[str, Any], grp: dict[str, Any], text: str | None) -> dict[str, Any]:

@@ -41,12 +41,13 @@ def _tool_call(call: Any, ref: RowRef, where: str, problems: list[Problem]) -> d
 
 
 def _reasoning(m: dict[str, Any]) -> str | None:
-    for v in (m.get("reasoning_content"), m.get("reasoning"),
-              (m.get("provider_specific_fields") or {}).get("reasoning")
-              if isinstance(m.get("provider_specific_fields"), dict) else None):
-        if isinstance(v, str) and v:
+    """The first non-empty text of ``reasoning_content``, ``reasoning``, ``provider_specific_fields.reasoning``."""
+    for v in (m.get("reasoning_content"), m.get("reasoning")):
+        if v and isinstance(v, str):
             return v
-    return None
+    extra = m.get("provider_specific_fields")
+    v = extra.get("reasoning") if isinstance(extra, dict) else None
+    return v if v and isinstance(v, str) else None
 
 
 def chat_message(m: Any, ref: RowRef, where: str, problems: list[Problem]) -> dict[str, Any] | None:
@@ -64,9 +65,10 @@ def chat_message(m: Any, ref: RowRef, where: str, problems: list[Problem]) -> di
         made = [_tool_call(c, ref, f"{where}.tool_calls[{j}]", problems) for j, c in enumerate(calls)]
         if any(c is not None for c in made):
             out["tool_calls"] = [c for c in made if c is not None]
-    for k in ("tool_call_id", "name"):
-        if m["role"] == "tool" and isinstance(m.get(k), str):
-            out[k] = m[k]
+    if m["role"] == "tool":
+        for k in ("tool_call_id", "name"):
+            if isinstance(m.get(k), str):
+                out[k] = m[k]
     return out
 
 

@@ -81,7 +81,7 @@ def _is_model_item(item: Any) -> bool:
 
 
 def _has_tokens(item: dict[str, Any]) -> bool:
-    return any(k in item for k in TOKEN_FIELDS)
+    return not item.keys().isdisjoint(TOKEN_FIELDS)
 
 
 def _text(content: Any) -> str:

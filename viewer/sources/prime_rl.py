@@ -36,6 +36,8 @@ import math
 from itertools import compress
 from typing import Any
 
+import msgspec
+
 from viewer.rollout import Problem, Turn, TurnOrigin
 from viewer.sources.columns import check_ids, check_logprobs, check_mask
 from viewer.sources.derive import Conversation
@@ -70,9 +72,13 @@ def trained_spans(mask: Any) -> list[tuple[int, int]]:
 
 def _mask_bytes(value: Any) -> bytes | None:
     """The raw loss mask as 0/1 bytes when it is a plain list of bools (what the writer writes), else None."""
-    if isinstance(value, list) and set(map(type, value)) <= {bool}:
-        return bytes(value)
-    return None
+    if not isinstance(value, list):
+        return None
+    try:
+        msgspec.convert(value, list[bool])  # only bools (checked at C speed)
+    except msgspec.ValidationError:
+        return None
+    return bytes(value)
 
 
 def _column(row: dict[str, Any], name: str, n: int, ref: RowRef, problems: list[Problem], check) -> list | None:
