@@ -51,7 +51,7 @@ def leftovers(before: set[int], timeout: float = 10.0) -> dict[int, str]:
 
     Other session fixtures (the Playwright driver and chromium of browser tests) may start
     processes of their own while this test runs; they are not the capture's and are ignored. So are
-    this process's chat-template render workers (viewer/tokenizer/render_worker.py, at most two):
+    this process's chat-template render workers (viewer/tokenizer/render_child.py, at most two):
     they belong to the process, not to a capture (the first render a capture's turns need may start
     them), and exit when it does; and the session's vLLM server, which starts in the background
     while this module's first tests run (tests/capture_helpers.py:SessionVLLM.owns).
@@ -62,7 +62,7 @@ def leftovers(before: set[int], timeout: float = 10.0) -> dict[int, str]:
     while True:
         extra = {p: _cmdline(p) for p in set(descendants()) - before}
         extra = {p: c for p, c in extra.items() if c and "playwright" not in c and "chrom" not in c
-                 and "viewer.tokenizer.render_worker" not in c
+                 and "viewer.tokenizer.render_child" not in c
                  and not SESSION_VLLM.owns(p)}
         if not extra or time.monotonic() > deadline:
             return extra

@@ -144,7 +144,13 @@ def test_memo_shares_a_failure_then_tries_again():
 def test_store_keeps_rollouts_within_the_byte_budget():
     from viewer.ui.store import RolloutStore
 
-    sizes = [approx_nbytes(load_source(SAMPLE_DIR / s)) for s in ("qwen3-tiny", "smollm2")]
+    def cost(sample: str) -> int:  # the rollout and, counted once, a tokenizer its folder ships (issue 36)
+        roomy = RolloutStore(Settings())
+        roomy.open(SAMPLE_DIR / sample)
+        return roomy.memo.bytes
+
+    sizes = [cost(s) for s in ("qwen3-tiny", "smollm2")]
+    assert sizes[1] > approx_nbytes(load_source(SAMPLE_DIR / "smollm2")) + (4 << 20)  # smollm2's tokenizer/
     budget = max(sizes) + min(sizes) // 2  # one sample fits, two do not
     store = RolloutStore(Settings(cache_mb=budget / 2**20))
     a = store.open(SAMPLE_DIR / "qwen3-tiny")
@@ -155,3 +161,20 @@ def test_store_keeps_rollouts_within_the_byte_budget():
     assert again is not a and again.key == a.key and store.reloads == 1
     raw = json.loads((SAMPLE_DIR / "qwen3-tiny" / "turns.json").read_text())
     assert again.rollout.turn(1).output_ids == raw[0]["output_ids"]  # turn 1 = the first agent call
+
+
+def test_a_share_is_counted_once_and_goes_with_its_last_holder():
+    """What values hold in common (a tokenizer and its table, issue 36) is counted once while any of them is kept."""
+    m = Memo(1000, weigh=lambda v: 10)
+    m.put("a", 1, shares={"tok": 300})
+    m.put("b", 2, shares={"tok": 300})
+    assert m.bytes == 320 and m.stats()["shares"] == 1
+    m.pop("a")
+    assert m.bytes == 310  # b still holds it
+    m.put("c", 3, shares={"other": 600})
+    assert m.bytes == 920
+    m.put("d", 4, shares={"third": 200})  # over the budget: the oldest (b, and with it "tok") goes
+    assert "b" not in m and m.bytes == 820 and m.stats()["shares"] == 2
+    m.put("e", 5, shares={"huge": 2000})  # bigger than the budget: returned, not kept, nothing evicted for it
+    assert "e" not in m and m.bytes == 820
+    assert m.get_or_make("f", lambda: 6, lambda v: 0, lambda v: {"third": 200}) == 6 and m.bytes == 820

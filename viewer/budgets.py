@@ -58,6 +58,14 @@ BUDGETS: tuple[Budget, ...] = (
            "(0 = no limit)."),
     Budget("session_notes_rollouts", "rollouts", 0, 32,
            "Rollouts one visitor session keeps notes on in server memory (0 = no limit)."),
+    Budget("session_events", "events", 0, 2,
+           "Heavy events (opens, uploads, tokenizer changes, comparisons, Certify) one visitor session, and one "
+           "signed-in account, may have running at once; past it: busy, try again (0 = no limit)."),
+    Budget("queue_size", "events", 0, 64,
+           "Events that may wait in the app's queue; past it a new one is refused as busy (0 = no limit)."),
+    Budget("certify_s", "s", 0, 10,
+           "Seconds of chat-template renders one Certify may take, in its own render worker (0 = no limit "
+           "beyond template_s per render)."),
 )
 _BY_NAME = {b.name: b for b in BUDGETS}
 

@@ -79,7 +79,9 @@ class Settings:
                                    "plotly's first draw blocks the page; 0 = one answer with everything.")
     cache_mb: float = _setting(512.0, "VIEWER_CACHE_MB",
                                "Memory for parsed rollouts and what is derived from them (token-view payloads, plots, "
-                               "drift reports), shared by all visitors; least recently used out first, in MB.")
+                               "drift reports) and the tokenizers loaded from folders (uploads' tokenizer/, each with "
+                               "its token table, counted once), shared by all visitors; least recently used out "
+                               "first, in MB.")
     browse_concurrency: int = _setting(16, "VIEWER_BROWSE_CONCURRENCY",
                                        "Browsing events (open, select a turn, filter, drift of a turn) the app runs "
                                        "at once; long work (scans, captures) has its own queue of one.")

@@ -7,7 +7,9 @@ computing it again) and keeps them, least recently used first out, within a budg
 bytes (``Settings.cache_mb``). Sessions keep only their small keys.
 
 Sizes come from one function, :func:`approx_nbytes`: an estimate, not an exact count, good
-enough to keep the cache near its budget. Anything with an ``nbytes`` attribute (numpy
+enough to keep the cache near its budget. What several values hold in common (a tokenizer and its
+token table, used by every rollout shown with it) is a *share*: counted once while any value that
+names it is kept, and no longer once the last one goes (issue 36, finding 2). Anything with an ``nbytes`` attribute (numpy
 arrays, pyarrow arrays and tables) is counted exactly by it; columnar rollouts should
 expose ``nbytes`` (or be special-cased here) rather than grow another size function.
 No gradio import: the UI and the CLI can share it.
@@ -18,7 +20,7 @@ import sys
 import threading
 import types
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -119,13 +121,16 @@ class Memo:
     """Least-recently-used values within ``max_bytes``; one computation per key at a time.
 
     A value larger than the whole budget is returned but not kept. Thread-safe: Gradio
-    runs handlers in a thread pool.
+    runs handlers in a thread pool. ``shares`` (``put``, ``get_or_make``): ``{share key: bytes}`` that a
+    value holds in common with others (a tokenizer): each share counted once in :attr:`bytes` while a
+    kept value names it.
     """
 
     def __init__(self, max_bytes: int, weigh: Callable[[Any], int] = approx_nbytes):
         self.max_bytes = max(0, int(max_bytes))
         self.weigh = weigh
-        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[Any, int, tuple]] = OrderedDict()
+        self._shares: dict[Hashable, list[int]] = {}  # share key -> [values naming it, its bytes]
         self._running: dict[Hashable, Future] = {}
         self._lock = threading.Lock()
         self.bytes = 0
@@ -146,29 +151,44 @@ class Memo:
             self._items.move_to_end(key)
             return hit[0]
 
-    def put(self, key: Hashable, value: T, nbytes: int | None = None) -> T:
+    def put(self, key: Hashable, value: T, nbytes: int | None = None,
+            shares: Mapping[Hashable, int] | None = None) -> T:
         """Keep ``value`` under ``key`` (weighed now unless ``nbytes`` is given); returns it."""
         n = self.weigh(value) if nbytes is None else int(nbytes)
+        held = tuple((k, int(b)) for k, b in (shares or {}).items())
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.bytes -= old[1]
-            if n <= self.max_bytes:
-                self._items[key] = (value, n)
+            self._drop(self._items.pop(key, None))
+            new = sum(b for k, b in held if k not in self._shares)
+            if n + new <= self.max_bytes:
+                self._items[key] = (value, n, held)
                 self.bytes += n
+                for k, b in held:
+                    c = self._shares.setdefault(k, [0, b])
+                    self.bytes += b if c[0] == 0 else 0
+                    c[0] += 1
             while self.bytes > self.max_bytes and self._items:
-                _, (_, m) = self._items.popitem(last=False)
-                self.bytes -= m
+                self._drop(self._items.popitem(last=False)[1])
                 self.evictions += 1
         return value
 
+    def _drop(self, item: tuple | None) -> None:
+        """Uncount a value taken out (its shares when it was their last holder); under the lock."""
+        if item is None:
+            return
+        self.bytes -= item[1]
+        for k, _ in item[2]:
+            c = self._shares[k]
+            c[0] -= 1
+            if c[0] == 0:
+                self.bytes -= c[1]
+                del self._shares[k]
+
     def pop(self, key: Hashable) -> None:
         with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.bytes -= old[1]
+            self._drop(self._items.pop(key, None))
 
-    def get_or_make(self, key: Hashable, make: Callable[[], T], nbytes: Callable[[T], int] | None = None) -> T:
+    def get_or_make(self, key: Hashable, make: Callable[[], T], nbytes: Callable[[T], int] | None = None,
+                    shares: Callable[[T], Mapping[Hashable, int]] | None = None) -> T:
         """The value under ``key``, made by ``make()`` if absent. Callers asking while it is
         being made wait for that one result (or its exception) instead of making it again.
         Within :func:`hits_only`, an absent value raises :class:`Miss` (nothing made, nothing waited for)."""
@@ -189,7 +209,7 @@ class Memo:
             return running.result()
         try:
             value = make()
-            self.put(key, value, None if nbytes is None else nbytes(value))
+            self.put(key, value, None if nbytes is None else nbytes(value), None if shares is None else shares(value))
         except BaseException as e:
             mine.set_exception(e)
             raise
@@ -202,5 +222,5 @@ class Memo:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"items": len(self._items), "bytes": self.bytes, "max_bytes": self.max_bytes,
+            return {"items": len(self._items), "bytes": self.bytes, "max_bytes": self.max_bytes, "shares": len(self._shares),
                     "hits": self.hits, "misses": self.misses, "evictions": self.evictions}

@@ -1,8 +1,7 @@
 """Row datasets read lazily through an fsspec filesystem: parquet row groups, JSONL lines, JSON files.
 
-One code path for local files and the Hub: a :class:`RowDataset` holds an fsspec
-filesystem (``LocalFileSystem``, ``HfFileSystem``, or anything standing in for them in
-tests) and a list of data files. Opening row N reads
+One code path for local files and the Hub: a :class:`RowDataset` holds an fsspec filesystem
+(``LocalFileSystem``, ``HfFileSystem``, or a stand-in in tests) and data files. Opening row N reads
 
 * **parquet**: the footers of the files up to the one holding N, then only N's row group
   (the column chunks asked for, fetched as coalesced ranges);
@@ -10,9 +9,10 @@ tests) and a list of data files. Opening row N reads
 * **JSON** (an array, or one object = one row): the whole file (size-capped).
 * **Inspect AI ``.eval``** (a zip): the whole file, as one row (:mod:`viewer.sources.evalzip`).
 
-Every file object is wrapped so the bytes really read are counted (``bytes_read``), which
-the benchmark and the UI report. Cells over ``max_cell_mb`` are refused with the row and
-field named; the other rows stay readable. Nothing here knows about trace formats.
+Every file object is wrapped so the bytes really read are counted (``bytes_read``), which the benchmark
+and the UI report. Cells over ``max_cell_mb`` are refused with the row and field named; the other rows
+stay readable. Rows are parsed with msgspec, as ``json.loads`` would (:mod:`viewer.sources.rowjson`).
+Nothing here knows about trace formats.
 """
 from __future__ import annotations
 
@@ -26,12 +26,14 @@ from viewer.sources.countingfile import CountingFile
 from viewer.sources.filekinds import DATA_EXTS, data_kind, sniff_kind
 from viewer.sources.rowerror import RowReadError
 from viewer.sources.jsonio import rows_of_json
-from viewer.sources.rowgroups import ByteCounter, default_limits, group_uncompressed, read_group, scan_batch_rows
+from viewer.sources.rowjson import loads  # json.loads's values and errors, at msgspec's speed
+from viewer.sources.rowgroups import ByteCounter, default_limits, group_rows, group_uncompressed, scan_batch_rows
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "sniff_kind", "local_dataset"]
 
 _WHOLE_FILE_KINDS = ("json", "zip")  # parsed whole into f.rows
 _BLOCK = 1 << 20
+_TOO_DEEP = "invalid JSON: nested deeper than the parser accepts"
 
 
 @dataclass
@@ -76,6 +78,7 @@ class RowDataset:
         self._lock = threading.RLock()
         self._pq: dict[str, Any] = {}
         self._group_cache: tuple[Any, Any] | None = None
+        self._lines: tuple[str, Any] | None = None  # (path, handle): the JSONL file read last
         self.parquet_kv: dict[str, str] | None = None  # the key-value metadata of the first parquet file
 
     # ---------------------------------------------------------------- bookkeeping
@@ -84,11 +87,10 @@ class RowDataset:
         return self._counter.n
 
     def close(self) -> None:
-        """Drop the open parquet files and the kept row group now (they are freed anyway once
-        the dataset is unreferenced)."""
+        """Drop the open files and the kept row group now (freed anyway once the dataset is unreferenced)."""
         with self._lock:
             self._group_cache = None
-            pqs, self._pq = list(self._pq.values()), {}
+            pqs, self._pq, self._lines = [*self._pq.values(), *(self._lines or ())[1:]], {}, None
         for pf in pqs:
             try:
                 pf.close()
@@ -142,9 +144,9 @@ class RowDataset:
             with self._open(f) as fh:
                 raw = fh.read()
             try:
-                value = json.loads(raw.decode("utf-8-sig"))
+                value = loads(raw, "utf-8-sig")
             except RecursionError:
-                raise RowReadError(f.name, "invalid JSON: nested deeper than the parser accepts") from None
+                raise RowReadError(f.name, _TOO_DEEP) from None
             except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
                 where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
                 raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
@@ -269,36 +271,40 @@ class RowDataset:
         else:
             yield from self._parquet_rows(f, pairs, columns)
 
+    def _line_file(self, f: DataFile):
+        """The JSONL file read last, kept open: opening it for every row cost more than parsing the row."""
+        if self._lines is None or self._lines[0] != f.path:
+            old, self._lines = self._lines, (f.path, self._open(f))
+            if old is not None:
+                old[1].close()
+        return self._lines[1]
+
     def _jsonl_rows(self, f: DataFile, pairs):
         self._scan_lines(f, max(local for _, local in pairs))
-        with self._open(f) as fh:
-            for r, local in sorted(pairs, key=lambda p: p[1]):
-                a, b = f.line_offsets[local], f.line_offsets[local + 1]
-                if b - a > self.max_cell_bytes:
-                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
-                                          f"line is {(b - a) / 1048576:.1f} MB, over the "
-                                          f"{self.max_cell_bytes / 1048576:g} MB cell limit; not parsed")
-                    continue
+        fh = self._line_file(f)
+        for r, local in sorted(pairs, key=lambda p: p[1]):
+            a, b = f.line_offsets[local], f.line_offsets[local + 1]
+            if b - a > self.max_cell_bytes:
+                yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})", f"line is {(b - a) / 1048576:.1f} "
+                                      f"MB, over the {self.max_cell_bytes / 1048576:g} MB cell limit; not parsed")
+            else:
                 fh.seek(a)
-                raw = fh.read(b - a)
-                try:
-                    text = raw.decode("utf-8-sig" if a == 0 else "utf-8")
-                    value = json.loads(text) if text.strip() else {}
-                except RecursionError:
-                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
-                                          "invalid JSON: nested deeper than the parser accepts")
-                    continue
-                except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
-                    col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
-                    yield r, RowReadError(f"row {r} (line {local + 1}{col} of {f.name})", f"invalid JSON: {e}")
-                    continue
-                if isinstance(value, list):
-                    value = {"messages": value}
-                if not isinstance(value, dict):
-                    yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})",
-                                          f"expected a JSON object, got {type(value).__name__}")
-                    continue
-                yield r, self._check_cells(r, value)
+                yield r, self._line_value(r, local, f.name, fh.read(b - a), a == 0)
+
+    def _line_value(self, r: int, local: int, name: str, raw: bytes, first: bool) -> Any:
+        """One JSONL line as a row dict (a list: its messages), or the RowReadError saying why not."""
+        try:
+            value = loads(raw, "utf-8-sig" if first else "utf-8", blank={})
+        except RecursionError:
+            return RowReadError(f"row {r} (line {local + 1} of {name})", _TOO_DEEP)
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
+            col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+            return RowReadError(f"row {r} (line {local + 1}{col} of {name})", f"invalid JSON: {e}")
+        value = {"messages": value} if isinstance(value, list) else value
+        if not isinstance(value, dict):
+            return RowReadError(f"row {r} (line {local + 1} of {name})",
+                                f"expected a JSON object, got {type(value).__name__}")
+        return self._check_cells(r, value)
 
     def _parquet_rows(self, f: DataFile, pairs, columns):
         pf = self._parquet(f)
@@ -314,18 +320,18 @@ class RowDataset:
         for g, items in sorted(wanted.items()):
             key = (f.path, g, tuple(cols) if cols else None)
             table = self._group_cache[1] if self._group_cache and self._group_cache[0] == key else None
-            if table is None:
+            if table is None:  # read one row as one row: a big group is not kept (rowgroups.group_rows)
                 self._say(f"reading row group {g} of {f.name} (rows {starts[g]}..{starts[g] + (f.row_groups or [0])[g] - 1})")
                 self._group_cache = None  # the previous group goes before the next one is decoded
                 try:
-                    table = read_group(pf, f"{f.name} row group {g}", g, cols, self.limits)
+                    table, one = group_rows(pf, f"{f.name} row group {g}", g, cols, self.limits, [k for _, k in items])
                 except BudgetExceeded:
                     raise
                 except (OSError, ValueError) as e:
                     raise RowReadError(f"{f.name} row group {g}", f"corrupt parquet data: {e}") from None
-                self._group_cache = (key, table)  # one row group kept: the next row is often in it
+                self._group_cache = (key, table) if table is not None else None  # the next row is often in it
             for r, k in items:
-                yield r, self._parquet_cell_check(r, f, table.slice(k, 1))
+                yield r, self._parquet_cell_check(r, f, table.slice(k, 1) if table is not None else one[k])
 
     def _parquet_cell_check(self, r: int, f: DataFile, one) -> Any:
         for name, col in zip(one.schema.names, one.columns):
@@ -367,8 +373,8 @@ class RowDataset:
                             r += 1
             else:
                 self._say(f"scanning {f.name}")
-                for start in range(0, n, batch_rows):
-                    idx = list(range(base + start, base + min(n, start + batch_rows)))
+                for start in range(0, n, step := min(batch_rows, 8)):  # few parsed rows at once: 512 held 2x the file
+                    idx = list(range(base + start, base + min(n, start + step)))
                     for r, v in self.read_rows(idx):
                         if columns is not None and isinstance(v, dict):
                             v = {k: v[k] for k in columns if k in v}

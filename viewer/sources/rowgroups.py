@@ -12,9 +12,13 @@ from typing import Any, Sequence
 
 from viewer.budgets import Limits
 
-__all__ = ["ByteCounter", "default_limits", "group_uncompressed", "read_group", "scan_batch_rows"]
+__all__ = ["ByteCounter", "KEEP_GROUP_BYTES", "default_limits", "group_rows", "group_uncompressed", "read_group",
+           "scan_batch_rows"]
 
 _BATCH_ROWS = 64  # rows decoded at a time while a row group is read, when nothing in the footer says a row may be huge
+# A row group that decodes to at most this many bytes is read whole and kept (in Arrow form) by its dataset for
+# the next row; a bigger one is read a batch at a time and only the rows asked for are kept (issue 36, finding 9).
+KEEP_GROUP_BYTES = 32 << 20
 
 
 class ByteCounter:
@@ -89,3 +93,34 @@ def read_group(pf, what: str, g: int, cols: Sequence[str] | None, limits: Limits
     import pyarrow as pa
 
     return pa.Table.from_batches(batches)
+
+
+def group_rows(pf, what: str, g: int, cols: Sequence[str] | None, limits: Limits,
+               ks: Sequence[int]) -> tuple[Any | None, dict[int, Any]]:
+    """Rows ``ks`` (positions in row group ``g``) as one-row tables, and the whole group as a table
+    when it decodes to at most :data:`KEEP_GROUP_BYTES` (worth keeping for the next row), else None.
+    A bigger group is decoded a batch of at most ``KEEP_GROUP_BYTES`` at a time (each batch within
+    ``decompressed_mb``) and each row asked for is copied out of its batch: one row of a 240 MB
+    group holds one row, not the group. Batches after the last row asked for are not decoded."""
+    size = group_uncompressed(pf, g, cols)
+    if size <= KEEP_GROUP_BYTES:
+        table = read_group(pf, what, g, cols, limits)
+        return table, {k: table.slice(k, 1) for k in ks}
+    limits.check_bytes("decompressed_mb", size, f"{what} (per its footer)")
+    n = max(pf.metadata.row_group(g).num_rows, 1)
+    rows = min(scan_batch_rows(pf, g, cols, limits, _BATCH_ROWS), max(1, KEEP_GROUP_BYTES * n // size))
+    left, out, base = sorted(set(ks)), {}, 0
+    import pyarrow as pa
+
+    for b in pf.iter_batches(batch_size=rows, row_groups=[g], columns=cols, use_threads=False):
+        limits.check_bytes("decompressed_mb", b.nbytes, f"{what} (decoded)")
+        while left and left[0] < base + b.num_rows:
+            k = left.pop(0)  # a copy: a slice would keep the whole batch's buffers
+            out[k] = pa.Table.from_batches([b]).take([k - base])
+        base += b.num_rows
+        del b
+        if not left:
+            break
+    if left:  # the caller names the group: "corrupt parquet data: ..."
+        raise ValueError(f"{what} has {base} rows, fewer than its footer says")
+    return None, out

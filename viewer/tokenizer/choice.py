@@ -17,6 +17,7 @@ from typing import Any, Literal
 from ..layout import TOKENIZER_DIR
 from .bundled import LOADING, QWEN3_DIR, QWEN3_REQUIREMENT, load_qwen3
 from .files import TOKENIZER_FILES, hub_lookup_errors, verify_capture_tokenizer
+from .loaded import load_tokenizer
 
 __all__ = ["TokenizerSource", "TokenizerChoice", "tokenizer_name_for", "load_local", "resolve_tokenizer",
            "tokenizer_for", "capture_dir_of", "derived_with"]
@@ -78,13 +79,10 @@ class TokenizerChoice:
         return self.tokenizer is not None
 
 
-@functools.lru_cache(maxsize=8)
 def load_local(path: str):
-    """A tokenizer from a local folder (``tokenizer.json`` + optional config); never online."""
-    with LOADING:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    """A tokenizer from a local folder (``tokenizer.json`` + optional config); never online. Folders
+    holding the same files share one loaded tokenizer; who keeps it: :mod:`.loaded`."""
+    return load_tokenizer(path)
 
 
 @functools.lru_cache(maxsize=8)

@@ -5,7 +5,7 @@ A chat template is a program, and both the template (a capture's own
 stops attribute tricks but not work: ``'x' * 10**9`` or three nested loops over ``range``
 are allowed (issue 26: one JSONL line took the server from 558 MB to 1.7 GB). A thread
 cannot be stopped and Python cannot cap one thread's memory, so every render runs in a
-small worker process (``python -m viewer.tokenizer.render_worker``) that
+small worker process (``python -m viewer.tokenizer.render_child``) that
 
 * imports only transformers' template renderer (≈0.5 s, once per worker) and then caps its
   own address space at what it uses plus the ``template_mb`` budget (``RLIMIT_AS``): a
@@ -25,105 +25,27 @@ import hashlib
 import json
 import os
 import select
-import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections import OrderedDict
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["render", "RenderFailed", "shutdown", "stats"]
+from viewer.tokenizer.render_child import HDR as _HDR
+
+__all__ = ["render", "RenderFailed", "shutdown", "stats", "own_lane"]
 
 _POOL = 2
 _GRACE_S = 5.0  # past template_s, the parent kills a worker whose own timer did not fire
 _ENV_KEPT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "HF_HOME", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
              "PYTHONPATH", "VIRTUAL_ENV")
-_HDR = struct.Struct("!Q")
 
 
 class RenderFailed(Exception):
     """The template raised (a template error on this conversation): the message says what."""
-
-
-# ------------------------------------------------------------------ the worker side
-class _Timeout(BaseException):
-    pass
-
-
-def _on_alarm(signum, frame):  # pragma: no cover - runs in the worker
-    raise _Timeout()
-
-
-def _read_msg(f) -> Any:
-    head = f.read(_HDR.size)
-    if len(head) < _HDR.size:
-        return None
-    (n,) = _HDR.unpack(head)
-    return json.loads(f.read(n).decode("utf-8"))
-
-
-def _write_msg(f, value: Any) -> None:
-    # default=str: a value JSON lacks (a date from parquet) reaches the template as its text
-    data = json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
-    f.write(_HDR.pack(len(data)) + data)
-    f.flush()
-
-
-def _vm_bytes() -> int:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmSize:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def main(argv: list[str]) -> int:  # pragma: no cover - runs in the worker (tests drive it through render)
-    import resource
-
-    mb = float(argv[0])
-    from transformers.utils.chat_template_utils import render_jinja_template
-
-    # warm the compiled-template cache and jinja's lazy imports before the cap
-    render_jinja_template(conversations=[[{"role": "user", "content": "x"}]], chat_template="{{ messages }}")
-    if mb > 0:
-        cap = _vm_bytes() + int(mb * 1048576)
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    signal.signal(signal.SIGALRM, _on_alarm)
-    inp, out = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        try:
-            req = _read_msg(inp)
-        except MemoryError:
-            return 3
-        if req is None:
-            return 0
-        try:
-            signal.setitimer(signal.ITIMER_REAL, float(req["seconds"]) if req["seconds"] else 0)
-            try:
-                text, _ = render_jinja_template(conversations=[req["messages"]], tools=req["tools"],
-                                                chat_template=req["template"],
-                                                add_generation_prompt=req["add_generation_prompt"],
-                                                **req["kwargs"])
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            reply = {"text": text[0]}
-            del text
-        except _Timeout:
-            reply = {"budget": "template_s"}
-        except MemoryError:
-            reply = {"budget": "template_mb"}
-        except RecursionError:
-            reply = {"budget": "nesting"}
-        except Exception as e:  # the template's own error (raise_exception, undefined, ...)
-            reply = {"error": f"{type(e).__name__}: {e}"[:2000]}
-        try:
-            _write_msg(out, reply)
-        except MemoryError:
-            return 3
-        if "budget" in reply:
-            return 2  # start afresh: a worker that ran out may hold fragments of what it built
 
 
 # ------------------------------------------------------------------ the parent side
@@ -134,14 +56,15 @@ class _Worker:
         env["PYTHONPATH"] = os.pathsep.join(p for p in [_ROOT, env.get("PYTHONPATH", "")] if p)
         self.mb = mb
         self.fresh = True  # its first answer also waits for its imports
-        self.proc = subprocess.Popen([sys.executable, "-m", "viewer.tokenizer.render_worker", str(mb)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "viewer.tokenizer.render_child", str(mb)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      env=env, cwd=_ROOT, close_fds=True)
 
-    def ask(self, data: bytes, deadline_s: float) -> dict:
-        """The worker's reply; ``{"died": ...}`` when it exited or missed the deadline (then it is killed)."""
+    def ask(self, data: bytes, deadline_s: float, strict: bool = False) -> dict:
+        """The worker's reply; ``{"died": ...}`` when it exited or missed the deadline (then it is killed).
+        A fresh worker's first answer may take 15 s longer (its imports), unless ``strict`` (a Certify's deadline)."""
         if self.fresh:
-            deadline_s += 15.0
+            deadline_s += 0.0 if strict else 15.0
             self.fresh = False
         try:
             self.proc.stdin.write(data)
@@ -195,6 +118,65 @@ _idle: list[_Worker] = []
 _busy = 0
 _cond = threading.Condition()
 _stats = {"renders": 0, "workers_started": 0, "budget_stops": 0, "cache_hits": 0}
+
+
+class _Lane:
+    """A render pool of its own (Certify's, issue 36 finding 7): ``size`` workers nobody else's renders
+    wait for, and a deadline (monotonic seconds) for everything rendered within :func:`own_lane`."""
+
+    def __init__(self, size: int):
+        self.size, self.idle, self.busy, self.cond = size, [], 0, threading.Condition()
+
+    def take(self, mb: float, deadline: float | None = None) -> _Worker | None:
+        """A worker of this lane; None when ``deadline`` passes while every one is busy."""
+        with self.cond:
+            while True:
+                while self.idle:
+                    w = self.idle.pop()
+                    if w.alive() and w.mb == mb:
+                        self.busy += 1
+                        return w
+                    w.kill()
+                if self.busy < self.size:
+                    self.busy += 1
+                    break
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self.cond.wait(left)
+        try:
+            w = _Worker(mb)
+        except BaseException:
+            with self.cond:
+                self.busy -= 1
+                self.cond.notify()
+            raise
+        _stats["workers_started"] += 1
+        return w
+
+    def give(self, w: _Worker) -> None:
+        with self.cond:
+            self.busy -= 1
+            if w.alive():
+                self.idle.append(w)
+            self.cond.notify()
+
+
+_CERTIFY = _Lane(1)
+# (lane, deadline or None) of the renders the running code asks for; None: the shared pool
+_LANE: ContextVar[tuple[_Lane, float | None] | None] = ContextVar("render_lane", default=None)
+
+
+@contextmanager
+def own_lane(seconds: float = 0.0):
+    """Renders in this block use Certify's own worker (one; callers queue for it), never the shared pool that
+    every other visitor's renders use, and all of them together stop ``seconds`` from now (0: no such
+    deadline; each render still within ``template_s``): a render cut there is the ``certify_s`` budget."""
+    token = _LANE.set((_CERTIFY, time.monotonic() + seconds if seconds and seconds > 0 else None))
+    try:
+        yield
+    finally:
+        _LANE.reset(token)
 
 
 def _take(mb: float) -> _Worker:
@@ -259,7 +241,8 @@ def render(template: str, messages: list, tools: list | None, add_generation_pro
         key = hashlib.sha256(body).digest()
         size[0] = 32
     reply = _ask(body, seconds, mb, limits)
-    _cache_put(key, reply, size[0])
+    if reply.get("budget") != "certify_s":  # cut by a Certify's deadline, not by the render's own budget
+        _cache_put(key, reply, size[0])
     return _result(reply)
 
 
@@ -299,14 +282,28 @@ def _ask(body: bytes, seconds: float, mb: float, limits) -> dict:
     """One render in a worker: the reply (text, template error, or the budget that stopped it)."""
     if mb and len(body) > mb * 1048576:  # the worker could not even hold the request
         return {"budget": "template_mb", "limits": limits}
-    w = _take(mb)
+    lane = _LANE.get()
+    wait = (seconds or 3600.0) + _GRACE_S
+    cut = False
+    if lane is not None and lane[1] is not None:
+        left = lane[1] - time.monotonic()
+        if left <= 0:
+            return {"budget": "certify_s", "limits": limits}
+        cut, wait = left < wait, min(wait, left)
+    w = _take(mb) if lane is None else lane[0].take(mb, lane[1])
+    if w is None:  # the deadline passed while Certify's worker rendered another click's template
+        return {"budget": "certify_s", "limits": limits}
+    if lane is not None and lane[1] is not None:
+        left = lane[1] - time.monotonic()
+        cut, wait = cut or left < wait, max(0.0, min(wait, left))
     try:
-        reply = w.ask(_HDR.pack(len(body)) + body, (seconds or 3600.0) + _GRACE_S)
+        reply = w.ask(_HDR.pack(len(body)) + body, wait, strict=cut)
     finally:
-        _give(w)
+        _give(w) if lane is None else lane[0].give(w)
     _stats["renders"] += 1
     if "died" in reply:
-        reply = {"budget": "template_s" if reply["died"] == "timeout" else "template_mb", "how": reply["died"]}
+        reply = {"budget": "certify_s" if cut and reply["died"] == "timeout" else
+                 "template_s" if reply["died"] == "timeout" else "template_mb", "how": reply["died"]}
     if "budget" in reply:
         _stats["budget_stops"] += 1
     reply["limits"] = limits
@@ -364,11 +361,12 @@ def _after_fork_in_child() -> None:
     """A forked child (the drift scan's workers, viewer/drift/pool.py) starts its own render workers:
     the parent's pipes are the parent's (two processes writing one pipe would mix requests), and a
     lock another thread held at the fork would stay held here for ever."""
-    global _idle, _busy, _cond, _cache_lock
+    global _idle, _busy, _cond, _cache_lock, _CERTIFY
     _idle = []
     _busy = 0
     _cond = threading.Condition()
     _cache_lock = threading.Lock()
+    _CERTIFY = _Lane(1)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -376,7 +374,7 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 def stats() -> dict[str, int]:
     with _cond:
-        return dict(_stats, idle=len(_idle), busy=_busy)
+        return dict(_stats, idle=len(_idle), busy=_busy, certify_busy=_CERTIFY.busy)
 
 
 def shutdown(clear_cache: bool = False) -> None:
@@ -388,9 +386,7 @@ def shutdown(clear_cache: bool = False) -> None:
             _cache_size = 0
     with _cond:
         ws, _idle[:] = list(_idle), []
+    with _CERTIFY.cond:
+        ws, _CERTIFY.idle[:] = ws + _CERTIFY.idle, []
     for w in ws:
         w.kill()
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(sys.argv[1:]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import operator
 import re
+import weakref
 from typing import Any, Callable, Sequence
 
 from .display import display_bytes
@@ -164,15 +165,23 @@ def _mixed_bytes(piece: str, table: dict[int, int]) -> bytes:
 
 
 def per_tokenizer(cache: dict[int, tuple[Any, Any]], tok, build: Callable[[], Any]) -> Any:
-    """``build()``'s value for ``tok``, made once per tokenizer object and kept in ``cache`` (the
-    last 8 tokenizers; each entry keeps its tokenizer alive, so its id cannot be reused meanwhile)."""
-    hit = cache.get(id(tok))
-    if hit is not None and hit[0] is tok:
+    """``build()``'s value for ``tok``, made once per tokenizer object and kept in ``cache`` while the
+    tokenizer lives: the entry holds it weakly and goes with it, so whoever keeps the tokenizer (the app's
+    byte-bounded cache, issue 36 finding 2) keeps its table too, and nothing here keeps a tokenizer.
+    ``build()``'s value must not refer to ``tok``. An object that cannot be weakly referenced is held, and
+    then only the last 8 entries stay (as before)."""
+    k = id(tok)
+    hit = cache.get(k)
+    if hit is not None and (hit[0]() if isinstance(hit[0], weakref.ref) else hit[0]) is tok:
         return hit[1]
     value = build()
-    if len(cache) >= 8:
-        cache.pop(next(iter(cache)))
-    cache[id(tok)] = (tok, value)
+    try:
+        ref: Any = weakref.ref(tok, lambda _, c=cache, k=k: c.pop(k, None))
+    except TypeError:
+        ref = tok
+        while len(cache) >= 8:
+            cache.pop(next(iter(cache)))
+    cache[k] = (ref, value)
     return value
 
 

@@ -138,7 +138,10 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
     # waiting event each time another starts (Gradio's "auto"): 16 visitors on one link got ~1.1 such
     # messages per event on top of their answer's three, each an SSE write and a client wake-up
     # (docs/SPEED.md, room; tests/test_room_events.py).
-    demo.queue(default_concurrency_limit=4, status_update_rate=QUEUE_STATUS_S)
+    # A bounded queue (the queue_size budget, public mode: 64): past it Gradio refuses a new event as "queue
+    # is full" instead of growing it (issue 36, finding 5; the per-visitor share is viewer/ui/fair.py)
+    waiting = int(limits(settings.public_mode()).queue_size)
+    demo.queue(default_concurrency_limit=4, status_update_rate=QUEUE_STATUS_S, max_size=waiting or None)
     quiet_queue_analytics(demo._queue)
     lazy_session_config()
     cheap_skips()

@@ -19,7 +19,8 @@ from ..row_browser import ROW_COLUMNS
 from ..render.shell import first_steps_html
 from ..views import TURN_COLUMNS, turn_view
 from . import rescores
-from .browse_handlers import PROBLEMS, ROWS, STATUS, TOOLS, Handlers, Slots, dataset_link, link_spec, wire
+from .browse_handlers import PROBLEMS, ROWS, STATUS, TOOLS, Handlers, Slots, wire
+from .opening import dataset_link, link_spec
 from .opening import list_samples, sample_choices
 from .staged import resolve, staged
 from .store import Opened, RolloutStore
@@ -146,13 +147,20 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     defer = settings.plot_defer_s  # tokens first, plots this much later (viewer/ui/staged.py)
     # inline: an answer already in the shared cache is made on the event loop, without a thread
     # hand-off (a room on one link); only for handlers that look up before they do anything else
-    sample.input(staged(h.on_sample, defer, inline=True), [sample, tok_box], outputs, api_name="open_sample", **shows)
-    load_btn.click(staged(h.on_path, defer, inline=True), [path, tok_box], outputs, api_name="open_path", **shows)
-    path.submit(staged(h.on_path, defer, inline=True), [path, tok_box], outputs, api_visibility="private", **shows)
-    upload.upload(staged(h.on_upload, defer), [upload, tok_box, key], outputs, api_name="open_upload", **shows)
-    tok_btn.click(staged(h.on_tokenizer, defer), [key, tok_box, turn], outputs, api_name="set_tokenizer", **shows)
-    rows.select(staged(h.on_source_row, defer), [key], outputs, api_name="open_source_row", api_visibility="private",
+    # Opens hold one of their visitor's few slots (viewer/ui/fair.py, the session_events budget): one visitor's
+    # re-parses cannot fill the browse group that everyone's opens share (issue 36, finding 5)
+    fair = dict(share=int(settings.limits().session_events), busy=h.failure)
+    sample.input(staged(h.on_sample, defer, inline=True, **fair), [sample, tok_box], outputs, api_name="open_sample",
+                 **shows)
+    load_btn.click(staged(h.on_path, defer, inline=True, **fair), [path, tok_box], outputs, api_name="open_path",
+                   **shows)
+    path.submit(staged(h.on_path, defer, inline=True, **fair), [path, tok_box], outputs, api_visibility="private",
                 **shows)
+    upload.upload(staged(h.on_upload, defer, **fair), [upload, tok_box, key], outputs, api_name="open_upload", **shows)
+    tok_btn.click(staged(h.on_tokenizer, defer, **fair), [key, tok_box, turn], outputs, api_name="set_tokenizer",
+                  **shows)
+    rows.select(staged(h.on_source_row, defer, **fair), [key], outputs, api_name="open_source_row",
+                api_visibility="private", **shows)
     table.select(staged(h.on_table_select, defer, inline=True), [key], turn_outputs, api_visibility="private",
                  **shows)
     turn_no.submit(staged(h.on_select_turn, defer, inline=True), [key, turn_no], turn_outputs,

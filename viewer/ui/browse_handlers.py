@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 import gradio as gr
 import pandas as pd
@@ -24,16 +23,17 @@ from ..sources import SourceError, open_dataset
 from ..sources.keep import KEEP
 from ..sources.shown import shown_rollout, shown_text
 from ..sources.upload import UPLOAD_PREFIX, UploadRefused, intake_files
+from ..tokenizer import tokenizer_for
 from ..rollout import Problem
 from ..visitor import local_path
 from ..views import turn_table, turn_view
 from . import rescores
 from .downloads import who
-from .opening import open_spec, sample_label
+from .opening import dataset_link, open_spec, sample_label
 from .staged import Later, resolve
 from .store import Opened, RolloutStore
 
-__all__ = ["Handlers", "Slots", "wire", "dataset_link", "link_spec", "default_turn", "shown_name", "session_block",
+__all__ = ["Handlers", "Slots", "wire", "default_turn", "shown_name", "session_block",
            "ROWS_SHOWN", "STATUS", "TOOLS", "PROBLEMS", "ROWS"]
 
 STATUS, TOOLS, PROBLEMS, ROWS = 2, 4, 8, 9  # places in the outputs (viewer/ui/browse.py checks them)
@@ -55,23 +55,6 @@ def session_block(component):
 
     blocks = LocalContext.blocks_config.get(None)
     return blocks.blocks.get(component._id) if blocks is not None else None
-
-
-def dataset_link(label: str, row: int, settings: Settings) -> str:
-    """Query string that reopens row ``row`` of a dataset (hf:// or a file in the data root), or ""."""
-    if label.startswith("hf://"):
-        return urlencode({"source": label, "row": row})
-    spec = link_spec(Path(label), settings)
-    return urlencode({"source": spec, "row": row}) if spec and not spec.startswith("sample:") else ""
-
-
-def link_spec(path: Path, settings: Settings) -> str:
-    """``sample:NAME`` or a data-root-relative path that ?source= accepts, or "" (not linkable)."""
-    p = Path(path).resolve()
-    if p.parent == SAMPLE_DIR.resolve():
-        return f"sample:{p.name}"
-    root = Path(settings.data_root).resolve()
-    return str(p.relative_to(root)) if p.is_relative_to(root) else ""
 
 
 def default_turn(op: Opened) -> int | None:
@@ -324,6 +307,17 @@ class Handlers:
                 override = str(local_path(override, self.settings, "tokenizer"))
             except ValueError as e:
                 return self.failure(f"Tokenizer folder refused: {e}")
+        if override:
+            # keyed by what the text resolves to, decided before anything is parsed (issue 36, finding 5):
+            # texts naming one tokenizer share one entry (and the rollout's parse), a text naming none is refused
+            try:
+                choice = tokenizer_for(None, self.settings, override, load=False)
+            except (OSError, ValueError) as e:  # a text no file system takes (too long a name)
+                return self.failure(f"Tokenizer override refused: {type(e).__name__}: {str(e)[:200]}")
+            if choice.source == "none" or not choice.name:
+                return self.failure(f"Tokenizer override {override[:80]!r} not applied: "
+                                    f"{choice.message.split(' No tokenizer for')[0]}")
+            override = str(choice.name)
         return self.open_path(op.path, override, index=index)
 
     def deep_link(self, spec: str, index=None, focus=None, mode="mask", row: int | None = None, note: str = "",

@@ -24,6 +24,7 @@ from ..sources import SourceError
 from ..sources.shown import shown_path, shown_text
 from ..tokens import turn_tokens
 from .browse import Browse
+from .fair import Busy, slot
 from .token_view import token_view
 from .opening import list_samples, open_spec, sample_label
 from .store import RolloutStore
@@ -137,6 +138,16 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> CompareTab:
             return [gr.skip()] * len(outputs)
         return show(ks[0], ks[1], label)
 
-    btn.click(run, [b.key, spec, row], outputs, api_name="compare")
+    share = int(settings.limits().session_events)
+
+    def fair_run(ka: str | None, text: str, n, request: gr.Request = None) -> list:
+        """``run`` as one of the visitor's few heavy events (viewer/ui/fair.py): opening B is an open like any other."""
+        try:
+            with slot(request, share):
+                return run(ka, text, n)
+        except Busy as e:
+            return failure(str(e))
+
+    btn.click(fair_run, [b.key, spec, row], outputs, api_name="compare")
     pair.input(on_pair, [keys, pair], outputs, api_visibility="private")
     return CompareTab(outputs + [spec, row], lambda ka, text, n: run(ka, text, n) + [text, n])

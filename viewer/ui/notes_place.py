@@ -21,7 +21,7 @@ from ..talk import notes as talk_notes
 from ..talk.common import TalkError
 from ..talk.notes import Notes
 from ..views import turn_view
-from .browse_handlers import link_spec
+from .opening import link_spec
 from .store import Opened, RolloutStore
 
 __all__ = ["rollout_source", "session_key", "notes_file", "load", "save", "turn_ids", "checked", "session_bytes",

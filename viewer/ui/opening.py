@@ -15,7 +15,7 @@ from ..config import SAMPLE_DIR, Settings
 from ..layout import is_capture_dir
 from .store import Opened, RolloutStore
 
-__all__ = ["list_samples", "sample_label", "sample_choices", "open_spec"]
+__all__ = ["list_samples", "sample_label", "sample_choices", "open_spec", "dataset_link", "link_spec"]
 
 
 def list_samples(sample_dir: Path = SAMPLE_DIR) -> list[str]:
@@ -86,3 +86,20 @@ def open_spec(store: RolloutStore, settings: Settings, spec: str, row: int | Non
         return store.open_shared(f"{target}|{n}|{stamp}", read, link=urlencode({"source": spec, "row": n}),
                                  tokenizer_override=override, path=None if st is None else Path(target))
     return store.open(src.path, override)
+
+
+def dataset_link(label: str, row: int, settings: Settings) -> str:
+    """Query string that reopens row ``row`` of a dataset (hf:// or a file in the data root), or ""."""
+    if label.startswith("hf://"):
+        return urlencode({"source": label, "row": row})
+    spec = link_spec(Path(label), settings)
+    return urlencode({"source": spec, "row": row}) if spec and not spec.startswith("sample:") else ""
+
+
+def link_spec(path: Path, settings: Settings) -> str:
+    """``sample:NAME`` or a data-root-relative path that ?source= accepts, or "" (not linkable)."""
+    p = Path(path).resolve()
+    if p.parent == SAMPLE_DIR.resolve():
+        return f"sample:{p.name}"
+    root = Path(settings.data_root).resolve()
+    return str(p.relative_to(root)) if p.is_relative_to(root) else ""

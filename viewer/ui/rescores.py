@@ -19,7 +19,7 @@ from typing import Any
 
 from ..rescore import importance as IS
 
-__all__ = ["get", "put", "stamp", "origin", "same_run", "DEFAULT_CHOICE", "choice_of", "view_value", "choosing",
+__all__ = ["get", "put", "forget", "stamp", "origin", "same_run", "DEFAULT_CHOICE", "choice_of", "view_value", "choosing",
            "choice_now", "view_stamp", "seen"]
 
 _SIZE = 16  # rescores kept (each holds a few floats per trained token)
@@ -61,6 +61,13 @@ def put(key: str, result: Any, session: str | None = None, asked: tuple | None =
             _STAMPS.pop(gone, None)
             _ORIGIN.pop(gone, None)
             _ASKED.pop(gone, None)
+
+
+def forget(key: str) -> None:
+    """Drop ``key``'s rescore (a test that planted one leaves the process's results as it found them)."""
+    with _LOCK:
+        for table in (_RESULTS, _STAMPS, _ORIGIN, _ASKED):
+            table.pop(key, None)
 
 
 def _keep(key: str, result: Any) -> None:

@@ -21,6 +21,7 @@ import anyio
 import gradio as gr
 
 from ..memo import Miss, hits_only
+from .fair import Busy, slot
 
 __all__ = ["Later", "resolve", "staged", "DEFER_S"]
 
@@ -46,7 +47,8 @@ def resolve(values: list) -> list:
 
 
 def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool = False,
-           turn_only: bool = False, inline: bool = False) -> Callable[..., Any]:
+           turn_only: bool = False, inline: bool = False, share: int = 0,
+           busy: Callable[[str], list] | None = None) -> Callable[..., Any]:
     """``fn`` as a two-step async generator (one step when it returned no :class:`Later`); each
     step's work runs in a worker thread, as Gradio runs a plain handler (but see ``inline``).
 
@@ -70,7 +72,10 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
     handlers whose work before their first cache read is a lookup (opening a sample or a path,
     picking a turn): on a Miss ``fn`` runs again from the start. A turn switch on a shared link is
     ≈ 0.4 ms of work; handing it to a thread and back cost more than that, and with 16 visitors
-    at once the hand-offs queued behind each other (docs/SPEED.md, room round six)."""
+    at once the hand-offs queued behind each other (docs/SPEED.md, room round six).
+
+    ``share``: the first step holds one of its visitor's ``share`` slots (viewer/ui/fair.py, the
+    ``session_events`` budget); a call past them answers ``busy(message)`` at once (0: no limit)."""
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     n_pos = sum(1 for q in params if q.kind in (q.POSITIONAL_ONLY, q.POSITIONAL_OR_KEYWORD))
@@ -78,9 +83,14 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
     if defer_s <= 0 and not generator:
         @functools.wraps(fn)
         async def run(*args, **kwargs):  # the one-answer form: in a worker thread, as Gradio runs a plain handler
+            request = None
             if len(args) > n_pos:  # the request: nothing to order without a second step
-                args = args[:-1]
-            return await _made(inline, _answer, fn, args, kwargs)
+                *args, request = args
+            try:
+                with slot(request, share):
+                    return await _made(inline, _answer, fn, tuple(args), kwargs)
+            except Busy as e:
+                return busy(str(e))
     else:
         # An async generator: its wait for the plots is the event loop's, not a worker thread held
         # asleep for defer_s (a room of visitors switching turns held one thread each).
@@ -91,7 +101,12 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
                 *args, request = args
             session = getattr(request, "session_hash", None)
             ticket = _take_ticket(session)
-            values = await _made(inline, fn, *args, **kwargs)
+            try:
+                with slot(request, share):
+                    values = await _made(inline, fn, *args, **kwargs)
+            except Busy as e:
+                yield busy(str(e))
+                return
             if turn_only and _overtaken(session, ticket):
                 yield [gr.skip()] * len(values)
                 return

@@ -29,6 +29,8 @@ from ..memo import Memo, approx_nbytes
 from ..rollout import Rollout
 from ..sources import SourceError, load_source
 from ..tokenizer import TokenizerChoice, token_table, tokenizer_for
+from ..tokenizer.loaded import folder_loaded, kept_by, tokenizer_nbytes
+from ..tokenizer.table import per_tokenizer
 
 __all__ = ["Opened", "RolloutStore", "HEAVY_BYTES"]
 
@@ -77,9 +79,33 @@ class Opened:
 
 
 def _weight(op: Opened) -> int:
-    # The tokenizer and its token table are shared by every rollout that uses them (and
-    # cached by viewer.tokenizer): only the rollout is this entry's own memory.
-    return approx_nbytes(op.rollout)
+    # What an entry holds is all shares (_shares): the rollout (one parse shown with several tokenizers is
+    # several entries) and the tokenizer with its token table (shared by every rollout shown with it).
+    return 0
+
+
+_TOK_BYTES: dict[int, tuple[Any, int]] = {}  # per tokenizer (weakly): its bytes with its token table
+
+
+def _tok_shares(tok: Any) -> dict[tuple, int]:
+    """The share a tokenizer loaded from a folder (an upload's ``tokenizer/``, a typed folder) is in the
+    cache: it and its token table, counted once however many rollouts are shown with it (issue 36,
+    finding 2). The bundled tokenizers and Hub names are kept by the process anyway: no share."""
+    if tok is None or not folder_loaded(tok):
+        return {}
+
+    def weigh() -> int:
+        try:
+            table = approx_nbytes(token_table(tok))
+        except TypeError:  # not a fast tokenizer: no table
+            table = 0
+        return tokenizer_nbytes(tok) + table
+
+    return {("tokenizer", id(tok)): per_tokenizer(_TOK_BYTES, tok, weigh)}
+
+
+def _shares(op: Opened) -> dict[tuple, int]:
+    return {("parse", id(op.rollout)): approx_nbytes(op.rollout), **_tok_shares(op.choice.tokenizer)}
 
 
 class RolloutStore:
@@ -102,7 +128,7 @@ class RolloutStore:
                 self._recipes.popitem(last=False)
 
     def _remember(self, item: Opened) -> Opened:
-        return self.memo.put(("rollout", item.key), item, _weight(item))
+        return self.memo.put(("rollout", item.key), item, _weight(item), _shares(item))
 
     def _cached(self, key: str) -> Opened | None:
         return self.memo.get(("rollout", key))
@@ -145,16 +171,20 @@ class RolloutStore:
         path = Path(path)
         stamp, size = _stamp(path)
         key = hashlib.sha1(f"{path.resolve()}|{stamp}|{tokenizer_override}".encode()).hexdigest()[:16]
+        plain = hashlib.sha1(f"{path.resolve()}|{stamp}|".encode()).hexdigest()[:16]
 
         def read() -> Opened:
-            rollout = load_source(path, self.settings)
+            # the rollout does not depend on the tokenizer: another tokenizer for an open source reuses
+            # its parse (issue 36, finding 5: each Apply tokenizer parsed the whole upload again)
+            shown = self._cached(plain) if key != plain else None
+            rollout = shown.rollout if shown is not None else load_source(path, self.settings)
             capture_dir = path if path.is_dir() else path.parent
             return self._with_tokenizer(key, rollout, path, capture_dir, tokenizer_override)
 
         read = self._heavy(path, read, size)
         self._recipe(key, read)
         # A room opening the same link at once parses it once; the others wait for that read.
-        return self.memo.get_or_make(("rollout", key), read, _weight)
+        return self.memo.get_or_make(("rollout", key), read, _weight, _shares)
 
     def open_shared(self, ident: str, read: Callable[[], tuple[Rollout, Path | None]], link: str = "",
                     tokenizer_override: str = "", path: Path | None = None) -> Opened:
@@ -171,11 +201,12 @@ class RolloutStore:
 
         make = self._heavy(path, make)
         self._recipe(key, make)
-        return self.memo.get_or_make(("rollout", key), make, _weight)
+        return self.memo.get_or_make(("rollout", key), make, _weight, _shares)
 
     def _with_tokenizer(self, key: str, rollout: Rollout, path: Path, capture_dir: Path | None,
                         override: str) -> Opened:
-        choice = tokenizer_for(rollout, self.settings, override, capture_dir=capture_dir)
+        with kept_by(self._keep_tokenizer):  # a folder's tokenizer: in this cache, shared by identical files
+            choice = tokenizer_for(rollout, self.settings, override, capture_dir=capture_dir)
         # Ids made from text (no token ids in the file) are shown with the tokenizer that made them
         # (tokenizer_for): say why in those words, not as if the user had typed an override.
         derived = rollout.origin.tokenizer
@@ -184,6 +215,11 @@ class RolloutStore:
                              or f"Token ids made from the text with the {derived} tokenizer, and shown with it.")
         table = token_table(choice.tokenizer, choice.name) if choice.tokenizer is not None else None
         return self._keep_recorded(Opened(key, rollout, path, choice, table))
+
+    def _keep_tokenizer(self, digest: str, load: Callable[[], Any]) -> Any:
+        """The tokenizer loaded from files with this ``digest``, kept in the cache (within ``cache_mb``, with
+        its token table) and loaded once however many visitors ask for it at once (same files, same key)."""
+        return self.memo.get_or_make(("tokenizer", digest), load, lambda tok: 0, _tok_shares)
 
     def _keep_recorded(self, op: Opened) -> Opened:
         """A rollout whose file recorded the trainer's logprobs (a prime-rl token export) has them as its
@@ -228,7 +264,7 @@ class RolloutStore:
             return replace(make(), key=key)
 
         try:  # sessions that lost the same rollout wait for one re-open
-            return self.memo.get_or_make(("rollout", key), again, _weight)
+            return self.memo.get_or_make(("rollout", key), again, _weight, _shares)
         except Exception as e:  # the file is gone or unreadable now: the caller says so, the log says why
             _LOG.warning("re-opening %s failed: %s: %s", key, type(e).__name__, e)
             return None

@@ -7,6 +7,7 @@ divergence in two token views (held prompt + sampled vs the next prompt, or samp
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -18,6 +19,8 @@ from ..layout import TOKENIZER_DIR
 from ..drift.certify import CaseResult, certify_results, divergence_sequences, report
 from ..sources.shown import shown_path
 from ..tokenizer import load_local, load_qwen3, token_table
+from ..tokenizer.render_worker import own_lane
+from .fair import Busy, slot
 from .browse import Browse
 from .token_view import token_view
 from .store import RolloutStore
@@ -43,12 +46,19 @@ def _tokenizer(choice: str, store: RolloutStore, key: str | None) -> tuple[Any, 
     return op.choice.tokenizer, str(op.choice.name)
 
 
-def _certified(tok, name: str) -> tuple[dict[str, Any], list[CaseResult]]:
+def _certified(tok, name: str, seconds: float = 0.0) -> tuple[dict[str, Any], list[CaseResult]]:
+    """The battery's report for ``tok``; its renders in Certify's own worker, all within ``seconds`` (the
+    certify_s budget; 0: none), so another visitor's renders never wait behind an uploaded slow template
+    (issue 36, finding 7). A report cut by that deadline is shown but not kept (the next click tries again)."""
     with _LOCK:
         hit = _CACHE.get(id(tok))
     if hit is None or hit[0]["tokenizer"] != name:
-        results = certify_results(tok)
+        end = time.monotonic() + seconds
+        with own_lane(seconds):
+            results = certify_results(tok)
         hit = (report(results, name, tok), results)
+        if seconds and time.monotonic() >= end:  # cut by certify_s: not this template's answer
+            return hit
         with _LOCK:
             _CACHE[id(tok)] = hit
             while len(_CACHE) > 4:
@@ -71,11 +81,12 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
         with gr.Row(equal_height=False):
             view_a, view_b = token_view("template-a"), token_view("template-b")
     outputs = [state, card, case, view_a, view_b]
+    seconds = float(settings.limits().certify_s)
 
     def show(choice: str, key: str | None, name: str | None) -> list:
         try:
             tok, tname = _tokenizer(choice, store, key)
-            doc, results = _certified(tok, tname)
+            doc, results = _certified(tok, tname, seconds)
         except ValueError as e:
             return [gr.skip(), render.notice_html(str(e), "error")] + [gr.skip()] * 3
         labels = [render.certify_case_label(c) for c in doc["cases"]]
@@ -97,5 +108,21 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
             return [gr.skip()] * len(outputs)
         return show(st[0], st[1], label.split(" · ", 1)[0])
 
-    btn.click(run, [pick, b.key], outputs, api_name="certify")
-    case.input(on_case, [state, case], outputs, api_visibility="private")
+    share = int(settings.limits().session_events)  # one of the visitor's few heavy events (viewer/ui/fair.py)
+
+    def fair_run(choice: str, key: str | None, request: gr.Request = None) -> list:
+        try:
+            with slot(request, share):
+                return run(choice, key)
+        except Busy as e:
+            return [gr.skip(), render.notice_html(str(e), "error")] + [gr.skip()] * 3
+
+    def fair_case(st, label: str | None, request: gr.Request = None) -> list:
+        try:
+            with slot(request, share):
+                return on_case(st, label)
+        except Busy as e:
+            return [gr.skip(), render.notice_html(str(e), "error")] + [gr.skip()] * 3
+
+    btn.click(fair_run, [pick, b.key], outputs, api_name="certify")
+    case.input(fair_case, [state, case], outputs, api_name="on_case", api_visibility="private")
