@@ -140,6 +140,28 @@ def _login_route(app) -> None:
 
     app.add_api_route("/__sweep__/login", login, methods=["GET"])
 
+    def memory(trim: int = 1):
+        """Diagnosis only (``/__sweep__/memory?trim=0|1``; tests/room_attack.py prints it): the RSS
+        before and after ``gc.collect()`` + glibc's ``malloc_trim(0)`` (memory freed but not returned to
+        the system, versus memory still held), and what the app's caches count."""
+        import ctypes
+        import gc
+
+        def rss():
+            return next(int(x.split()[1]) for x in open("/proc/self/status") if x.startswith("VmRSS:")) / 1024
+
+        before = rss()
+        out = {"rss_mb": round(before), "threads": threading.active_count()}
+        if trim:
+            gc.collect()
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+            out["rss_after_trim_mb"] = round(rss())
+        from viewer.ui.store import RolloutStore
+        out["store_mb"] = [round(o.memo.bytes / 2**20, 1) for o in gc.get_objects() if type(o) is RolloutStore]
+        return out
+
+    app.add_api_route("/__sweep__/memory", memory, methods=["GET"])
+
 
 def _record_jobs(log_fd: int) -> None:
     """The Hugging Face Jobs API is the one service this machine cannot reach: ``HfApi.run_uv_job`` /

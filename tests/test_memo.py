@@ -178,3 +178,25 @@ def test_a_share_is_counted_once_and_goes_with_its_last_holder():
     m.put("e", 5, shares={"huge": 2000})  # bigger than the budget: returned, not kept, nothing evicted for it
     assert "e" not in m and m.bytes == 820
     assert m.get_or_make("f", lambda: 6, lambda v: 0, lambda v: {"third": 200}) == 6 and m.bytes == 820
+
+
+def test_a_closed_sessions_uploads_leave_the_shared_cache(tmp_path):
+    """What a closed session uploaded is deleted by the disk keeper; its parse and what was derived from it
+    went on sitting in the shared cache until evicted (issue 36: +130 MB held after three hostile sessions
+    left). ``forget_under`` drops them; a rollout opened from elsewhere stays."""
+    import shutil
+
+    from viewer.ui.store import RolloutStore
+
+    upload = tmp_path / "ri-upload-s1"
+    shutil.copytree(SAMPLE_DIR / "qwen3-tiny", upload / "cap")
+    store = RolloutStore(Settings())
+    mine, other = store.open(upload / "cap"), store.open(SAMPLE_DIR / "smollm2")
+    store.derived(mine.key, ("turn", 1), lambda: "x" * 1000)
+    store.derived(other.key, ("turn", 1), lambda: "y" * 1000)
+    before = store.memo.bytes
+    assert store.forget_under([upload]) == 2
+    assert ("rollout", mine.key) not in store.memo and ("derived", mine.key, "turn", 1) not in store.memo
+    assert ("rollout", other.key) in store.memo and ("derived", other.key, "turn", 1) in store.memo
+    assert store.memo.bytes < before
+    assert store.forget_under([]) == 0

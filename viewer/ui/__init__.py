@@ -16,6 +16,7 @@ import gradio as gr
 from .. import render
 from ..budgets import limits
 from ..config import Settings
+from ..memo import release_memory
 from ..sources.keep import DOWNLOAD_PREFIX, KEEP
 from ..visitor import deep_link
 from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export_button, health_tab, presenter,
@@ -121,11 +122,15 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
 
         def on_unload(request: gr.Request):
             session = getattr(request, "session_hash", None)
-            KEEP.end_session(session)  # the tab closed: its uploads go
+            gone = KEEP.end_session(session)  # the tab closed: its uploads go, with what the shared cache
+            store.forget_under(gone)  # holds of them (nobody can open them again) ...
             # ... and what its State held (notes, decks, its opened dataset, view settings), now, not an hour
             # later (Gradio keeps a closed session's State that long): issue 36, nothing kept past its owner
-            if session and session in demo.state_holder:
+            held = bool(session and session in demo.state_holder)
+            if held:
                 demo.state_holder.delete_state(session)
+            if gone or held:
+                release_memory()  # the pages those used go back to the system, not only to the allocator
 
         demo.unload(on_unload)
         loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)

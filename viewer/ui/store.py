@@ -130,6 +130,31 @@ class RolloutStore:
     def _remember(self, item: Opened) -> Opened:
         return self.memo.put(("rollout", item.key), item, _weight(item), _shares(item))
 
+    def forget_under(self, folders: list[Path]) -> int:
+        """Drop every rollout opened from inside ``folders`` (a closed session's uploads, which the disk
+        keeper just deleted) with what was derived from it: nobody can open them again, so they must not
+        sit in the shared cache until evicted (issue 36). Returns how many cache entries went."""
+        roots = [Path(f).resolve() for f in folders]
+        if not roots:
+            return 0
+        keys: set[str] = set()
+
+        def owned(k, v) -> bool:
+            if isinstance(k, tuple) and k[:1] == ("rollout",) and isinstance(v, Opened) and v.path is not None:
+                p = Path(v.path).resolve()
+                if any(p == r or p.is_relative_to(r) for r in roots):
+                    keys.add(v.key)
+                    return True
+            return False
+
+        n = self.memo.drop_where(owned)
+        n += self.memo.drop_where(lambda k, v: isinstance(k, tuple) and len(k) > 1 and k[0] == "derived"
+                                  and k[1] in keys)
+        with self._lock:
+            for k in keys:
+                self._recipes.pop(k, None)
+        return n
+
     def _cached(self, key: str) -> Opened | None:
         return self.memo.get(("rollout", key))
 
