@@ -135,7 +135,9 @@ def test_hostile_dataset_rows_and_row_table(guarded, app_url, data_root):
     page.wait_for_function("document.querySelector('#row-table')?.textContent.includes('alert(')", timeout=60000)
     page.locator("#ds-row input").fill("2")
     page.locator("#ds-open-row").click()
-    page.wait_for_function("document.querySelector('#rollout-header')?.textContent.includes('row 2')", timeout=60000)
+    # the header while the row is read shows Gradio's progress ("reading row 2 of …"): wait for the row itself
+    page.wait_for_function("(t => t.includes('row 2') && !t.includes('reading row'))"
+                           "(document.querySelector('#rollout-header')?.textContent || '')", timeout=60000)
     assert XSS[2] in page.locator("#rollout-header").text_content()  # row 2's hostile model name, as text
     page.get_by_role("tab", name="Tokens").click()
     page.wait_for_function(PAINTED, timeout=60000)

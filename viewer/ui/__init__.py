@@ -129,8 +129,8 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             held = bool(session and session in demo.state_holder)
             if held:
                 demo.state_holder.delete_state(session)
-            if gone or held:
-                release_memory()  # the pages those used go back to the system, not only to the allocator
+            if gone:  # what a session's uploads used goes back to the system, not only to the allocator (a full
+                release_memory()  # collection is not free: not on every tab's close, only where uploads went)
 
         demo.unload(on_unload)
         loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)
