@@ -678,3 +678,22 @@ class Runner:
 def _short(v, n: int = 60) -> str:
     r = repr(v)
     return r if len(r) <= n else r[:n] + f"…({len(r)} chars)"
+
+
+def nonce_capture(dest: Path, nonce: str) -> Path:
+    """The qwen3-tiny capture with ``nonce`` in its system prompt: new to the store and the render cache."""
+    import shutil
+
+    from viewer.config import SAMPLE_DIR
+
+    dest.mkdir(parents=True)
+    for name in ("summary.json", "task.json", "turns.json"):
+        shutil.copy(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
+    trace = json.loads((SAMPLE_DIR / "qwen3-tiny" / "trace.json").read_text())
+    for r in trace:
+        for m in r["request"]["messages"]:
+            if m.get("role") == "system":
+                m["content"] = f"[{nonce}] " + m["content"]
+    (dest / "trace.json").write_text(json.dumps(trace))
+    return dest
+

@@ -59,19 +59,6 @@ def _capture(dest: Path) -> None:
             shutil.copy(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
 
 
-def _visitor_capture(dest: Path, nonce: str) -> None:
-    """The qwen3-tiny capture with ``nonce`` in its system prompt: new to the store and the render cache."""
-    dest.mkdir(parents=True)
-    for name in ("summary.json", "task.json", "turns.json"):
-        shutil.copy(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
-    trace = json.loads((SAMPLE_DIR / "qwen3-tiny" / "trace.json").read_text())
-    for r in trace:
-        for m in r["request"]["messages"]:
-            if m.get("role") == "system":
-                m["content"] = f"[{nonce}] " + m["content"]
-    (dest / "trace.json").write_text(json.dumps(trace))
-
-
 def _capture_zip(nonce: str) -> bytes:
     """qwen3-tiny's capture shipping SmolLM2's tokenizer with its own chat template, made new by ``nonce``
     (new bytes: a new tokenizer, a new template for Certify, a new upload)."""
@@ -190,7 +177,7 @@ def room(tmp_path):
     for i in range(HOSTILE_SCAN):
         _capture(data / "hscan" / f"c{i:03d}")
     for i in range(VISITS):
-        _visitor_capture(data / f"visit{i}", f"visit {i}")
+        kit.nonce_capture(data / f"visit{i}", f"visit {i}")
     tmp, cache = tmp_path / "tmp", tmp_path / "gradio"
     tmp.mkdir()
     cache.mkdir()

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from attack_kit import Server, Visitor
+from attack_kit import Server, Visitor, nonce_capture
 from viewer.config import SAMPLE_DIR, Settings
 
 pytestmark = pytest.mark.slow  # two attacks of several seconds each on a shared machine (> 20 CPU s)
@@ -49,20 +49,6 @@ def _big_capture(dest: Path, k: int = BIG_TOKENS) -> Path:
         for f in ("completion_token_ids", "completion_tokens", "logprobs", "per_token_logps", "sampler_logps"):
             if isinstance(r.get(f), list):
                 r[f] = (r[f] * rep)[:k]
-    (dest / "trace.json").write_text(json.dumps(trace))
-    return dest
-
-
-def _small_capture(dest: Path, nonce: str) -> Path:
-    """The qwen3-tiny capture with ``nonce`` in its system prompt: its renders are new to the render cache."""
-    dest.mkdir(parents=True)
-    for name in ("summary.json", "task.json", "turns.json"):
-        shutil.copy(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
-    trace = json.loads((SAMPLE_DIR / "qwen3-tiny" / "trace.json").read_text())
-    for r in trace:
-        for m in r["request"]["messages"]:
-            if m.get("role") == "system":
-                m["content"] = f"[{nonce}] " + m["content"]
     (dest / "trace.json").write_text(json.dumps(trace))
     return dest
 
@@ -93,7 +79,7 @@ def app(tmp_path_factory):
     for i in range(HOSTILE):
         _big_capture(root / f"big{i}")
     for i in range(8):
-        _small_capture(root / f"small{i}", f"visitor {i}")
+        nonce_capture(root / f"small{i}", f"visitor {i}")
     for i in range(2):
         _bomb_capture(root / f"bomb{i}", i)
     settings = Settings(public=True, data_root=str(root), capture_out_root=str(tmp_path_factory.mktemp("caps")))
