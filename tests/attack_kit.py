@@ -697,3 +697,38 @@ def nonce_capture(dest: Path, nonce: str) -> Path:
     (dest / "trace.json").write_text(json.dumps(trace))
     return dest
 
+
+def stream_event(url: str, v: "Visitor", fn_index: int, trigger_id, data: list):
+    """Join event ``fn_index`` in ``v``'s session and read its answer in a thread: (started, answer, thread);
+    ``started`` is set at the handler's first progress message or its end, ``answer`` holds the closing message."""
+    import threading
+
+    import httpx
+
+    body = {"data": data, "event_data": None, "fn_index": fn_index, "trigger_id": trigger_id,
+            "session_hash": v.session}
+    r = v.http.post("/gradio_api/queue/join", json=body)
+    r.raise_for_status()
+    event_id = r.json()["event_id"]
+    started, answer = threading.Event(), {}
+
+    def read() -> None:
+        with httpx.Client(base_url=url, timeout=300, trust_env=False) as http, \
+                http.stream("GET", "/gradio_api/queue/data", params={"session_hash": v.session}) as s:
+            for line in s.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                msg = json.loads(line[5:])
+                if msg.get("event_id") not in (None, event_id):
+                    continue
+                if msg.get("msg") == "progress":
+                    started.set()
+                if msg.get("msg") in ("process_completed", "unexpected_error", "close_stream"):
+                    answer.update(msg)
+                    started.set()
+                    return
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return started, answer, t
+

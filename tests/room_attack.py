@@ -121,33 +121,8 @@ class App:
         thread); ``started`` is set at the scan's first progress message."""
         assert self.call(v, "new_scan").success
         i = self.fn("drift_scan")
-        body = {"data": [None, "folder of captures", folder, "", limit, None, "(all turns)", "local"],
-                "event_data": None, "fn_index": i, "trigger_id": (self.deps[i].get("targets") or [[None]])[0][0],
-                "session_hash": v.session}
-        r = v.http.post("/gradio_api/queue/join", json=body)
-        r.raise_for_status()
-        event_id = r.json()["event_id"]
-        started, answer = threading.Event(), {}
-
-        def read() -> None:
-            with httpx.Client(base_url=self.server.url, timeout=300, trust_env=False) as http, \
-                    http.stream("GET", "/gradio_api/queue/data", params={"session_hash": v.session}) as s:
-                for line in s.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    msg = json.loads(line[5:])
-                    if msg.get("event_id") not in (None, event_id):
-                        continue
-                    if msg.get("msg") == "progress":
-                        started.set()
-                    if msg.get("msg") in ("process_completed", "unexpected_error", "close_stream"):
-                        answer.update(msg)
-                        started.set()
-                        return
-
-        t = threading.Thread(target=read, daemon=True)
-        t.start()
-        return started, answer, t
+        return kit.stream_event(self.server.url, v, i, (self.deps[i].get("targets") or [[None]])[0][0],
+                                [None, "folder of captures", folder, "", limit, None, "(all turns)", "local"])
 
 
 def _end_session(url: str, session: str) -> None:

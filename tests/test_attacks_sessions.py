@@ -29,7 +29,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from attack_kit import Server, Visitor
+from attack_kit import Server, Visitor, stream_event
 from tv_payload import expand
 from viewer.config import SAMPLE_DIR, Settings
 
@@ -215,32 +215,7 @@ def _stream(app, v: Visitor, api_name: str, data: list) -> tuple[threading.Event
     ``started`` is set at the handler's first progress message."""
     i = fn(app, api_name)
     dep = app.server.config["dependencies"][i]
-    body = {"data": data, "event_data": None, "fn_index": i, "trigger_id": (dep.get("targets") or [[None]])[0][0],
-            "session_hash": v.session}
-    r = v.http.post("/gradio_api/queue/join", json=body)
-    r.raise_for_status()
-    event_id = r.json()["event_id"]
-    started, answer = threading.Event(), {}
-
-    def read() -> None:
-        with httpx.Client(base_url=app.server.url, timeout=300, trust_env=False) as http, \
-                http.stream("GET", "/gradio_api/queue/data", params={"session_hash": v.session}) as s:
-            for line in s.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                msg = json.loads(line[5:])
-                if msg.get("event_id") not in (None, event_id):
-                    continue
-                if msg.get("msg") == "progress":
-                    started.set()
-                if msg.get("msg") == "process_completed":
-                    answer.update(msg)
-                    started.set()
-                    return
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    return started, answer, t
+    return stream_event(app.server.url, v, i, (dep.get("targets") or [[None]])[0][0], data)
 
 
 def test_another_visitors_new_scans_do_not_take_a_running_scans_cancel(app):
