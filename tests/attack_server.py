@@ -141,7 +141,7 @@ def _login_route(app) -> None:
     app.add_api_route("/__sweep__/login", login, methods=["GET"])
 
     def memory(trim: int = 1):
-        """Diagnosis only (``/__sweep__/memory?trim=0|1``; tests/room_attack.py prints it): the RSS
+        """Diagnosis only (``/__sweep__/memory?trim=0|1``; tests/test_room_attack.py prints it): the RSS
         before and after ``gc.collect()`` + glibc's ``malloc_trim(0)`` (memory freed but not returned to
         the system, versus memory still held), and what the app's caches count."""
         import ctypes
@@ -157,7 +157,18 @@ def _login_route(app) -> None:
             ctypes.CDLL("libc.so.6").malloc_trim(0)
             out["rss_after_trim_mb"] = round(rss())
         from viewer.ui.store import RolloutStore
-        out["store_mb"] = [round(o.memo.bytes / 2**20, 1) for o in gc.get_objects() if type(o) is RolloutStore]
+        stores = [o for o in gc.get_objects() if type(o) is RolloutStore]
+        out["store_mb"] = [round(o.memo.bytes / 2**20, 1) for o in stores]
+        kinds: dict[str, list] = {}  # what the cache holds, by the kind and first word of its key: [items, MB]
+        for store in stores:
+            for key, (_, n, _) in list(store.memo._items.items()):
+                kind = " ".join(str(x)[:40] for x in key[:2]) if isinstance(key, tuple) else str(key)[:40]
+                entry = kinds.setdefault(kind.split("/")[0] if key[0] != "derived" else str(key[2])[:30], [0, 0.0])
+                entry[0] += 1
+                entry[1] = round(entry[1] + n / 2**20, 2)
+        out["store_kinds"] = kinds
+        out["rollout_paths"] = sorted({str(getattr(v, "path", ""))[-60:] for store in stores
+                                       for key, (v, _, _) in list(store.memo._items.items()) if key[0] == "rollout"})
         return out
 
     app.add_api_route("/__sweep__/memory", memory, methods=["GET"])

@@ -164,3 +164,35 @@ def test_a_parse_shown_with_two_tokenizers_is_counted_once(tmp_path):
     assert a.rollout is b.rollout and a.choice.tokenizer is not b.choice.tokenizer
     parse = [c for k, c in store.memo._shares.items() if k[0] == "parse"]
     assert parse == [[2, approx_nbytes(a.rollout)]]  # two entries, one parse, counted once
+
+
+def test_a_forgotten_upload_takes_its_own_tokenizer_with_it(tmp_path):
+    """The room attack's residue (tests/test_room_attack.py): after a session's uploads were deleted and
+    forgotten (``RolloutStore.forget_under``), the tokenizers loaded from them stayed alive, ≈ 20 MB each:
+    the store's own entry under the files' digest (its rollouts were gone, the tokenizer was not), and a
+    keeper-less load of the same folder (a Certify or a scan of the upload: the last four such loads stay).
+    Now both go; a tokenizer shipped by a folder that is not forgotten stays."""
+    import weakref
+
+    from viewer.tokenizer.loaded import load_tokenizer
+    from viewer.ui.store import RolloutStore
+
+    up, kept = tmp_path / "uploads" / "s1", tmp_path / "data"
+    for folder, variant in ((up, "hostile"), (kept, "visitor")):
+        cap = shutil.copytree(SAMPLE_DIR / "qwen3-tiny", folder / "cap")
+        tok = shutil.copytree(SMOL, cap / "tokenizer")
+        config = json.loads((tok / "tokenizer_config.json").read_text())
+        config["variant"] = variant  # distinct files: distinct tokenizers
+        (tok / "tokenizer_config.json").write_text(json.dumps(config))
+    store = RolloutStore(Settings(public=True, data_root=str(tmp_path), cache_mb=CACHE_MB))
+    hostile, visitor = store.open(up / "cap"), store.open(kept / "cap")
+    assert hostile.choice.source == visitor.choice.source == "capture-folder", hostile.choice.message
+    gone = weakref.ref(hostile.choice.tokenizer)
+    stays = weakref.ref(visitor.choice.tokenizer)
+    assert load_tokenizer(str(up / "cap" / "tokenizer")) is gone()  # a keeper-less load: the same object
+    del hostile, visitor
+
+    store.forget_under([tmp_path / "uploads"])
+    gc.collect()
+    assert gone() is None, "an upload's tokenizer outlived its deleted upload"
+    assert stays() is not None and store.get(store.open(kept / "cap").key) is not None

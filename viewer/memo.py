@@ -187,6 +187,11 @@ class Memo:
         with self._lock:
             self._drop(self._items.pop(key, None))
 
+    def items(self) -> list[tuple[Hashable, Any]]:
+        """A snapshot of the kept (key, value) pairs, oldest use first."""
+        with self._lock:
+            return [(k, item[0]) for k, item in self._items.items()]
+
     def drop_where(self, gone: Callable[[Hashable, Any], bool]) -> int:
         """Take out every value whose (key, value) ``gone`` accepts (what a closed session owned); how many."""
         with self._lock:

@@ -15,11 +15,11 @@ never spent twice on the same files, and nothing here keeps a tokenizer its hold
 from __future__ import annotations
 
 import contextvars
-import functools
 import hashlib
 import os
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,7 +28,7 @@ from typing import Any
 from .bundled import LOADING
 from .files import MAX_TOKENIZER_FILE_MB, TOKENIZER_FILES
 
-__all__ = ["folder_digest", "folder_loaded", "kept_by", "load_tokenizer", "tokenizer_nbytes"]
+__all__ = ["folder_digest", "folder_loaded", "forget_under", "kept_by", "load_tokenizer", "tokenizer_nbytes"]
 
 _RECENT = 4  # without a keeper: the last few tokenizers loaded stay (the CLI opens one or two)
 _MAX_ENTRIES = 256  # a folder with more entries than this is known by its path, not its content
@@ -97,9 +97,35 @@ def load_tokenizer(path: str):
     return _recent(digest, path)
 
 
-@functools.lru_cache(maxsize=_RECENT)
+_RECENT_HELD: OrderedDict[str, tuple[str, Any]] = OrderedDict()  # digest -> (folder, tokenizer), last used last
+_RECENT_LOCK = threading.Lock()
+
+
 def _recent(digest: str, path: str):
-    return _shared(digest, path)
+    with _RECENT_LOCK:
+        hit = _RECENT_HELD.get(digest)
+        if hit is not None:
+            _RECENT_HELD.move_to_end(digest)
+            return hit[1]
+    tok = _shared(digest, path)
+    with _RECENT_LOCK:
+        _RECENT_HELD[digest] = (str(Path(path).resolve()), tok)
+        while len(_RECENT_HELD) > _RECENT:
+            _RECENT_HELD.popitem(last=False)
+    return tok
+
+
+def forget_under(folders: list[Path]) -> int:
+    """Let go of the recently loaded tokenizers that were loaded from inside ``folders`` (a closed session's
+    uploads, deleted: a certify or scan there loaded the upload's own tokenizer without a keeper, and ≈ 20 MB
+    each stayed until four newer loads pushed them out: the room attack's residue, issue 36). How many."""
+    roots = [Path(f).resolve() for f in folders]
+    with _RECENT_LOCK:
+        gone = [d for d, (folder, _) in _RECENT_HELD.items()
+                if any(Path(folder) == r or Path(folder).is_relative_to(r) for r in roots)]
+        for d in gone:
+            del _RECENT_HELD[d]
+    return len(gone)
 
 
 def _shared(digest: str, path: str):

@@ -29,6 +29,7 @@ from ..memo import Memo, approx_nbytes
 from ..rollout import Rollout
 from ..sources import SourceError, load_source
 from ..tokenizer import TokenizerChoice, token_table, tokenizer_for
+from ..tokenizer import loaded
 from ..tokenizer.loaded import folder_loaded, kept_by, tokenizer_nbytes
 from ..tokenizer.table import per_tokenizer
 
@@ -138,22 +139,29 @@ class RolloutStore:
         if not roots:
             return 0
         keys: set[str] = set()
+        tokenizers: set[int] = set()  # the tokenizers the dropped rollouts were shown with (an upload's own)
 
         def owned(k, v) -> bool:
             if isinstance(k, tuple) and k[:1] == ("rollout",) and isinstance(v, Opened) and v.path is not None:
                 p = Path(v.path).resolve()
                 if any(p == r or p.is_relative_to(r) for r in roots):
                     keys.add(v.key)
+                    tokenizers.add(id(v.choice.tokenizer))
                     return True
             return False
 
         n = self.memo.drop_where(owned)
         n += self.memo.drop_where(lambda k, v: isinstance(k, tuple) and len(k) > 1 and k[0] == "derived"
                                   and k[1] in keys)
+        # A tokenizer loaded from an upload's own files (kept under its files' digest) goes with the last
+        # rollout shown with it: ≈ 20 MB a tokenizer that nobody can name again (the room attack's residue).
+        kept = {id(v.choice.tokenizer) for k, v in self.memo.items() if k[:1] == ("rollout",)}
+        n += self.memo.drop_where(lambda k, v: isinstance(k, tuple) and k[:1] == ("tokenizer",)
+                                  and id(v) in tokenizers - kept)
         with self._lock:
             for k in keys:
                 self._recipes.pop(k, None)
-        return n
+        return n + loaded.forget_under(roots)
 
     def _cached(self, key: str) -> Opened | None:
         return self.memo.get(("rollout", key))

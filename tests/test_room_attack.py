@@ -2,8 +2,8 @@
 public app lets anyone do, against one ordinary visitor on the same server; afterwards the server is as
 they found it.
 
-Run by hand (``.venv/bin/python -m pytest tests/room_attack.py -s``): not collected by the suite (its name
-is not ``test_*``) until its RSS margin holds on a busy CI machine (docs/SECURITY.md, Resources).
+In the suite (marked slow); ``-s`` prints the figures (``.venv/bin/python -m pytest tests/test_room_attack.py -s``)
+and ``RI_ROOM_HOSTILE=0`` runs the visitor alone, the baseline of its own growth (docs/SECURITY.md, Resources).
 
 The app is the real one, public, in its own process (``tests/attack_server.py``, launched by
 ``attack_kit.start_server`` as app.py launches it), so its memory is that process's RSS (``/proc``) and
@@ -38,7 +38,7 @@ from viewer.sources.keep import folder_bytes
 
 pytestmark = pytest.mark.slow  # a server process and ≈ a minute of attack on a shared 2-core machine
 
-HOSTILE = 3         # hostile sessions (sized for 2 cores)
+HOSTILE = int(os.environ.get("RI_ROOM_HOSTILE", 3))  # hostile sessions (sized for 2 cores)
 ROUNDS = 3          # each session's mix, at most this many times (and only while the visitor measures)
 SCANNED = 200       # captures in the visitor's scan folder: the scan outlasts its Cancel
 HOSTILE_SCAN = 40   # captures in the hostile clients' scan folder
