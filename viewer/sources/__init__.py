@@ -240,10 +240,11 @@ def _row_source(ds, label: str, settings: Settings, fmt: str | None, note: str) 
     if isinstance(first, RowReadError):
         first = None
     f, alts = _choose_format(label, columns, first, fmt)
+    ds.decode = f.decode  # the format's typed decode of the rows read from now on (RowFormat.decode)
     if f.expand is not None:  # rows that hold several rollouts: the dataset's rows become the rollouts
         from viewer.sources.subrows import ExpandedRows
 
-        ds = ExpandedRows(ds, f.expand, f.name)
+        ds = ExpandedRows(ds, f.expand, f.name, f.lines)
     return DatasetSource(label, settings, dataset=ds, format=f, alternatives=alts, note=note, columns=columns)
 
 
@@ -272,7 +273,7 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
                 local = hub.fetch_capture(fs, hs, files, progress, max_file_mb=settings.max_file_mb)
                 return DatasetSource(text, settings, capture=local, note=f"capture files fetched into {local}")
             chosen, note = hub.select_data_files(files, split=split, config=config,
-                                                 configs=None if is_file else hub._readme_configs(fs, hs, settings.limits()))
+                                                 configs=None if is_file else hub.card_configs(fs, hs, settings.limits()))
             if not chosen:
                 raise SourceError(f"{text}: no parquet, JSONL or JSON data files "
                                   f"(files: {', '.join(sorted(files)[:10]) or 'none'})")

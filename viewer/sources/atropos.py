@@ -36,16 +36,20 @@ import hashlib
 import json
 import math
 import operator
+from array import array
 from itertools import repeat
 from typing import Any
 
 import msgspec
 
-from viewer.packed import pack_mask_01
+from viewer.packed import Packed, pack_mask_01
 from viewer.rollout import Problem, Turn, TurnOrigin
+from viewer.sources import atropos_lines
+from viewer.sources.atropos_lines import same_run
 from viewer.sources.columns import check_ids
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowReadError, RowRef, as_float, text_of
+from viewer.sources.subrows import RawLines
 
 __all__ = ["FORMAT", "detect", "expand", "read_row", "summarize"]
 
@@ -57,6 +61,7 @@ PER_SEQUENCE = ("tokens", "masks", "scores", "messages", "advantages", "ref_logp
 GROUP_FIELDS = ("group_overrides", "generation_params")
 ROLES = {"agent": "assistant", "environment": "user"}  # an environment's observation answers no tool call
 SMALL = 2000  # an extra field shown in the task panel when its JSON is at most this long
+_ORIGIN = TurnOrigin(mask_source="record", kind_source="rule")  # every rollout's (frozen: one is shared)
 
 
 # --------------------------------------------------------------------------- detection and expansion
@@ -72,20 +77,37 @@ def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
     return isinstance(seq, list) and isinstance(m[0], list) and (not seq or type(seq[0]) is int)
 
 
-def _group_key(group: dict[str, Any]) -> str:
-    """Short, stable id of a group: the same line always gets it, another group practically never."""
-    blob = msgspec.json.encode([group.get("tokens"), group.get("scores")])
-    return hashlib.sha1(blob).hexdigest()[:12]
+def _group_key(group: dict[str, Any], shared: int) -> str:
+    """Short, stable id of a group: the same line always gets it, another group practically never.
+    A hash of its scores and token ids (the ``shared`` prefix once), the ids as packed int32 whether the
+    line was decoded or its lists parsed from their text (viewer.sources.atropos_lines): one key a group."""
+    h = hashlib.sha1(msgspec.json.encode(group.get("scores")))
+    h.update(b"s%d:" % shared)
+    for j, seq in enumerate(group.get("tokens") or ()):
+        if isinstance(seq, list) and (checked := check_ids(seq)).error is None:
+            seq = checked.value if isinstance(checked.value, array) else array("i")
+        if isinstance(seq, array):
+            h.update(b"i%d:" % len(seq))
+            h.update(memoryview(seq)[shared if j else 0:])
+        else:  # not ids: their JSON
+            blob = msgspec.json.encode(seq)
+            h.update(b"j%d:" % len(blob))
+            h.update(blob)
+    return h.hexdigest()[:12]
 
 
 def _shared_prefix(seqs: list[Any]) -> int:
     """Tokens every sequence of the group starts with (the shared prompt, when there is one)."""
+    if seqs and all(isinstance(s, Packed) for s in seqs):  # parsed ids: their bytes compared (C speed)
+        packed = [s.tobytes() for s in seqs]
+        lo, hi = min(packed), max(packed)  # the common prefix of all is that of the smallest and the largest
+        return same_run(lo, hi, min(len(lo), len(hi))) // 4
     lists = [s for s in seqs if isinstance(s, list)]
     if not lists or len(lists) < len(seqs):
         return 0
     n = min(len(s) for s in lists)
     head = lists[0]
-    i = min(_same_run(head, s, n) for s in lists)  # compared at C speed
+    i = min(same_run(head, s, n) for s in lists)  # compared at C speed
     try:  # ints only: then a list's == (which takes an object as equal to itself) is the item's ==
         msgspec.convert(head[:i], list[int])
     except msgspec.ValidationError:  # (a float NaN is not equal to itself): item by item, as ever
@@ -93,21 +115,6 @@ def _shared_prefix(seqs: list[Any]) -> int:
     while i < n and all(s[i] == head[i] for s in lists):
         i += 1
     return i
-
-
-def _same_run(a: list[Any], b: list[Any], n: int) -> int:
-    """The first index (at most ``n``) where ``a`` and ``b`` differ: halving the span by list ``==``
-    of slices (C speed), then item by item over the last few."""
-    lo, hi = 0, n
-    while hi - lo > 8:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    while lo < hi and a[lo] == b[lo]:
-        lo += 1
-    return lo
 
 
 def _context_run(masks: list[Any]) -> int:
@@ -124,25 +131,32 @@ def _context_run(masks: list[Any]) -> int:
     return lo
 
 
-def expand(group: dict[str, Any]) -> list[dict[str, Any]]:
-    """The G rollouts of one stored line, each a dict of its own entries plus ``atropos_group``."""
+def expand(group: dict[str, Any], firsts: list[int | None] | None = None) -> list[dict[str, Any]]:
+    """The G rollouts of one stored line, each a dict of its own entries plus ``atropos_group``.
+    ``firsts``: per sequence, its first trained position where the line's parser found its masks to be
+    -100 and then exactly its tokens (:func:`viewer.sources.atropos_lines.group`), else None."""
     tokens = group.get("tokens")
     if not isinstance(tokens, list):
         raise RowReadError(".tokens", f"expected a list of G token-id lists, got {type(tokens).__name__}")
     size = len(tokens)
-    key = _group_key(group)
+    shared = _shared_prefix(tokens)
+    key = _group_key(group, shared)
     mismatched = [f"{k} has {len(group[k])} entries for {size} sequences" for k in PER_SEQUENCE
                   if isinstance(group.get(k), list) and len(group[k]) != size]
     extras = {k: v for k, v in group.items() if k not in PER_SEQUENCE and k not in GROUP_FIELDS}
-    info = {"size": size, "key": key, "scores": group.get("scores"), "shared_prefix": _shared_prefix(tokens),
+    info = {"size": size, "key": key, "scores": group.get("scores"), "shared_prefix": shared,
             "mismatched": mismatched}
+    columns = [(k, v if isinstance(v, list) else None) for k in PER_SEQUENCE for v in [group.get(k)]]
+    group_wide = {k: group.get(k) for k in GROUP_FIELDS}
     out = []
     for i in range(size):
-        sub: dict[str, Any] = {k: _entry(group.get(k), i) for k in PER_SEQUENCE}
-        sub.update({k: group.get(k) for k in GROUP_FIELDS})
+        sub: dict[str, Any] = {k: v[i] if v is not None and i < len(v) else None for k, v in columns}
+        sub.update(group_wide)
         # An environment's own field: a list of G entries is taken as per sequence, anything else per group.
         sub["extra"] = {k: _entry(v, i) if isinstance(v, list) and len(v) == size else v for k, v in extras.items()}
         sub[GROUP] = {**info, "index": i}
+        if firsts is not None and firsts[i] is not None:
+            sub[GROUP]["first_trained"] = firsts[i]
         out.append(sub)
     return out
 
@@ -151,14 +165,25 @@ def _entry(value: Any, i: int) -> Any:
     return value[i] if isinstance(value, list) and i < len(value) else None
 
 
+def expand_line(raw: bytes, spans: Any) -> list[dict[str, Any]] | None:
+    """:func:`expand` of a stored line read from its bytes (``RowFormat.lines``): its lists parsed
+    straight into packed arrays; None where the row layer must decode it."""
+    got = atropos_lines.group(raw, spans)
+    return expand(*got) if got is not None else None
+
+
 # --------------------------------------------------------------------------- one rollout
 
 class _Where:
     """Problem locations that name the group and the sequence (the line number is not known here)."""
 
     def __init__(self, ref: RowRef, grp: dict[str, Any]):
-        self.ref, self.label = ref, ref.label
-        self.seq = f"(sequence {grp.get('index')} of {grp.get('size')} in group {grp.get('key')})"
+        self.ref, self.label, self.grp = ref, ref.label, grp
+
+    @property
+    def seq(self) -> str:
+        grp = self.grp
+        return f"(sequence {grp.get('index')} of {grp.get('size')} in group {grp.get('key')})"
 
     def __call__(self, path: str) -> str:
         return self.ref.where(f"{self.seq} {path}".rstrip())
@@ -293,28 +318,39 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     where = _Where(ref, grp)
     problems = [Problem(ref.label, where(""), f"group fields disagree: {m}") for m in grp.get("mismatched") or []]
     raw = row.get("tokens")
-    if not isinstance(raw, list):
+    if isinstance(raw, Packed):  # parsed from the line's text: ids in [0, 2**31) (viewer.sources.atropos_lines)
+        ids = raw
+    elif isinstance(raw, list):
+        checked = check_ids(raw)
+        if checked.error:
+            problems.append(Problem(ref.label, where(".tokens"), checked.error))
+        ids = list(checked.value or [])
+    else:
         raise ref.error(f"{where.seq} .tokens", f"expected a list of token ids, got {type(raw).__name__}")
-    checked = check_ids(raw)
-    if checked.error:
-        problems.append(Problem(ref.label, where(".tokens"), checked.error))
-    ids = list(checked.value or [])
     masks = row.get("masks")
     msgs, text = _messages(row.get("messages"), where, problems)
     t = Turn(index=0, call=1, kind="agent", role="main", prompt_source="stored", output_source="stored",
-             messages=msgs, origin=TurnOrigin(mask_source="record", kind_source="rule"))
-    if isinstance(masks, list) and len(masks) == len(raw):
-        problems.extend(_mask_problems(masks, ids, where))
-        first, out_mask = _split(ids, masks[:len(ids)])
-        t.prompt_ids, t.output_ids, t.mask = ids[:first], ids[first:], pack_mask_01(out_mask)
-        t.trained = any(out_mask)
+             messages=msgs, origin=_ORIGIN)
+    if isinstance(masks, (list, Packed)) and len(masks) == len(raw):
+        # -100, then exactly the tokens (the line's parser compared their text): nothing odd, all output trained
+        first = grp.get("first_trained") if isinstance(masks, Packed) and ids is raw else None
+        if first is not None:
+            out_mask = Packed("b", b"\x01" * (len(ids) - first))
+        else:
+            masks = masks.tolist() if isinstance(masks, Packed) else masks
+            problems.extend(_mask_problems(masks, ids, where))
+            first, out = _split(ids, masks[:len(ids)])
+            out_mask = pack_mask_01(out)
+        t.prompt_ids, t.output_ids, t.mask = ids[:first], ids[first:], out_mask
+        t.trained = 1 in out_mask
         t.logprobs = _logprobs(row.get("inference_logprobs"), first, len(raw), out_mask, where, problems)
         if not t.trained:
             problems.append(Problem(ref.label, where(".masks"), "every position is -100: nothing in this sequence "
                                                                 "is trained; all its tokens are shown as prompt",
                                     "warning"))
     else:  # without a usable mask the prompt/output cut is unknown: every id shown as output, untrained
-        got = f"{len(masks)} entries for {len(raw)} tokens" if isinstance(masks, list) else type(masks).__name__
+        got = (f"{len(masks)} entries for {len(raw)} tokens" if isinstance(masks, (list, Packed))
+               else type(masks).__name__)
         problems.append(Problem(ref.label, where(".masks"), f"no usable mask ({got}): all ids shown as output, "
                                                             "none marked trained"))
         t.output_ids = ids
@@ -341,8 +377,9 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
     tokens = row.get("tokens")
     return {"agent": None, "model": None, "task": _task_label(grp),
             "reward": as_float(row.get("scores")), "result": None, "turns": 1,
-            "length": len(tokens) if isinstance(tokens, list) else None}
+            "length": len(tokens) if isinstance(tokens, (list, Packed)) else None}
 
 
 FORMAT = RowFormat("atropos", "Atropos ScoredDataGroup JSONL (one group of G rollouts a line)", detect, read_row,
-                   summarize, expand=expand, fields=("tokens", "masks", "scores"))
+                   summarize, expand=expand, fields=("tokens", "masks", "scores"),
+                   lines=RawLines(atropos_lines.count, expand_line))

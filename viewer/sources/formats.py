@@ -52,6 +52,12 @@ class RowFormat:
     # The top-level fields that mark this format: "unknown format" names the format closest to a
     # refused file by them, with the field that ruled it out (viewer.sources.registry.closest_format).
     fields: tuple[str, ...] = ()
+    # The format's own decode of a stored row's JSON text (bytes): only the fields read, skipping the
+    # rest unbuilt (viewer.sources.typedrow); None where json.loads's rules must decide. The row layer
+    # uses it for every row read once this format is chosen (RowDataset.decode).
+    decode: Callable[[bytes], Any] | None = None
+    # A stored JSONL line counted and expanded from its bytes (viewer.sources.subrows.RawLines), with expand.
+    lines: Any = None
 
 
 # --------------------------------------------------------------------------- helpers

@@ -30,7 +30,7 @@ from viewer.sources.rowdata import DataFile, data_kind
 
 __all__ = ["HubSpec", "parse_hf", "use_filesystem", "use_factory", "read_token", "reader_tag", "hub_filesystem",
            "BudgetedFS", "HubError", "HubNotFound",
-           "CAPTURE_FILES", "list_files", "select_data_files", "fetch_capture", "hub_call"]
+           "CAPTURE_FILES", "list_files", "select_data_files", "fetch_capture", "hub_call", "card_configs"]
 
 _MARKERS = RECORD_NAMES
 _SPEC = re.compile(r"^hf://datasets/([^/@\s]+)/([^/@\s]+)(?:@([^/\s]+))?(?:/(.*))?$")
@@ -224,7 +224,7 @@ def list_files(fs, spec: HubSpec) -> tuple[dict[str, int | None], bool]:
     return hub_call(spec, go)
 
 
-def _readme_configs(fs, spec: HubSpec, limits=None) -> list[dict[str, Any]]:
+def card_configs(fs, spec: HubSpec, limits=None) -> list[dict[str, Any]]:
     """The card's typed ``configs:`` (viewer.sources.readme_meta: no aliases, nesting budgeted)."""
     if spec.path:
         return []

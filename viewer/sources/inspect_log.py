@@ -35,11 +35,15 @@ warning: Inspect would count it 0, which would read as a failed sample. Every sc
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
+
+import msgspec
 
 from viewer.rollout import Problem
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, RowReadError, as_float
+from viewer.sources.subrows import RawLines
+from viewer.sources.typedrow import typed
 
 __all__ = ["FORMAT", "detect", "expand", "read_row", "summarize", "score_to_float"]
 
@@ -276,5 +280,51 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
             "length": sum(len(_content(m.get("content"), {}, [])[0]) for m in msgs if isinstance(m, dict))}
 
 
+# --------------------------------------------------------------------------- the typed decode
+
+class _Sample(TypedDict, total=False):
+    """The sample fields read here; ``events`` (most of a log's bytes), ``store`` and ``output`` are skipped."""
+
+    id: Any
+    epoch: Any
+    input: Any
+    target: Any
+    messages: Any
+    scores: Any
+    metadata: Any
+    error: Any
+    attachments: Any
+    model_usage: Any
+    total_time: Any
+    working_time: Any
+
+
+class _Samples(msgspec.Struct):
+    """A log's samples left unparsed: counted (:func:`_count`), each decoded when its log is read."""
+
+    samples: list[msgspec.Raw]
+
+
+_samples = typed(_Samples)
+
+
+def _count(raw: bytes) -> tuple[int, None] | None:
+    """The rollouts :func:`expand` finds in a log's JSONL line, without decoding it: its samples (a log
+    with none, or any the skip cannot vouch for, is left to the row layer, which says why)."""
+    log = _samples(raw)
+    return (len(log.samples), None) if log is not None and log.samples else None
+
+
+class _Log(TypedDict, total=False):
+    """The log fields :func:`expand` reads (``results``, ``stats``, ``reductions`` are skipped)."""
+
+    version: Any
+    status: Any
+    eval: Any
+    plan: Any
+    samples: list[_Sample]
+
+
 FORMAT = RowFormat("inspect", "Inspect AI eval log (.json or .eval; one rollout per sample)", detect, read_row,
-                   summarize, expand=expand, fields=("version", "eval", "samples"))
+                   summarize, expand=expand, fields=("version", "eval", "samples"), decode=typed(_Log),
+                   lines=RawLines(_count, lambda raw, state: None))  # (counted only: decode reads the line)

@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-__all__ = ["TopEntry", "LogprobEntry", "decode_generic", "decode_trace_record", "entries_as_dicts",
+__all__ = ["TopEntry", "LogprobEntry", "decode_generic", "long_digit_run", "decode_trace_record", "entries_as_dicts",
            "DecodeError", "ValidationError"]
 
 DecodeError = msgspec.DecodeError
@@ -85,7 +85,7 @@ _MAX_DIGITS = sys.get_int_max_str_digits() or 0  # Python's json refuses an int 
 _FLAG = bytes(49 if 48 <= b <= 57 else 48 for b in range(256))  # digit -> "1", anything else -> "0"
 
 
-def _long_digit_run(buf: Any) -> bool:
+def long_digit_run(buf: Any) -> bool:
     """Whether ``buf`` may hold an integer of more digits than Python's json accepts. The typed
     decode skips unknown keys unparsed, so it would accept one that :func:`json.loads` refuses.
     Such a run spans two consecutive bytes of every ``h``-th (h = half the limit) and all between
@@ -110,7 +110,7 @@ def _long_digit_run(buf: Any) -> bool:
 def decode_trace_record(buf: Any) -> dict[str, Any]:
     """A proxy record as a dict of the keys readers use, logprob entries typed (see module doc).
     Raises ValidationError when the record is not of that shape (decode it generically then)."""
-    if _long_digit_run(buf):
+    if long_digit_run(buf):
         raise ValidationError("an integer longer than Python's json accepts: decode it generically")
     rec = _trace.decode(buf)
     out = {}

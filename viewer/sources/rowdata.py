@@ -5,8 +5,10 @@ One code path for local files and the Hub: a :class:`RowDataset` holds an fsspec
 
 * **parquet**: the footers of the files up to the one holding N, then only N's row group
   (the column chunks asked for, fetched as coalesced ranges);
-* **JSONL**: the file from its start up to line N, in 1 MiB blocks, keeping line offsets;
-* **JSON** (an array, or one object = one row): the whole file (size-capped).
+* **JSONL**: the file from its start up to line N, in 1 MiB blocks, keeping line offsets; then line N;
+* **JSON**: an array of rows, its elements' spans (the file checked whole, never held whole:
+  :mod:`viewer.sources.rowarray`), then element N; one object (one row), or an array msgspec would not
+  decode, the whole file parsed (size-capped); JSON and JSONL rows are read by :mod:`viewer.sources.rowtext`.
 * **Inspect AI ``.eval``** (a zip): the whole file, as one row (:mod:`viewer.sources.evalzip`).
 
 Every file object is wrapped so the bytes really read are counted (``bytes_read``), which the benchmark
@@ -16,41 +18,26 @@ Nothing here knows about trace formats.
 """
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import dataclass, field
+from bisect import bisect_right
+from itertools import accumulate
 from typing import Any, Callable, Iterator, Sequence
 
 from viewer.budgets import BudgetExceeded, Limits
 from viewer.sources.countingfile import CountingFile
 from viewer.sources.filekinds import DATA_EXTS, data_kind, sniff_kind
 from viewer.sources.rowerror import RowReadError
-from viewer.sources.jsonio import rows_of_json
-from viewer.sources.rowjson import loads  # json.loads's values and errors, at msgspec's speed
 from viewer.sources.rowgroups import ByteCounter, default_limits, group_rows, group_uncompressed, scan_batch_rows
+from viewer.sources.rowspans import SpanReader
+from viewer.sources.rowtext import DataFile, TextRows  # DataFile: there, for TextRows
 
 __all__ = ["RowDataset", "DataFile", "RowReadError", "DATA_EXTS", "data_kind", "sniff_kind", "local_dataset"]
 
-_WHOLE_FILE_KINDS = ("json", "zip")  # parsed whole into f.rows
+_WHOLE_FILE_KINDS = ("json", "zip")  # parsed whole into f.rows (a JSON array: by element, f.spans)
 _BLOCK = 1 << 20
-_TOO_DEEP = "invalid JSON: nested deeper than the parser accepts"
 
 
-@dataclass
-class DataFile:
-    path: str  # path on the filesystem
-    name: str  # what messages show (relative to the dataset root)
-    kind: str  # parquet | jsonl | json
-    size: int | None = None
-    num_rows: int | None = None  # None until counted
-    row_groups: list[int] | None = None  # parquet: rows per row group
-    line_offsets: list[int] = field(default_factory=list)  # jsonl: byte offset of each known line
-    complete: bool = False  # jsonl: offsets scanned to the end
-    rows: list[Any] | None = None  # json: parsed rows
-    columns: list[str] | None = None
-
-
-class RowDataset:
+class RowDataset(TextRows):
     """A lazily read table of rows spread over data files (see module doc).
 
     ``label`` is what the user typed (``hf://datasets/o/n`` or a local path); global row
@@ -78,7 +65,8 @@ class RowDataset:
         self._lock = threading.RLock()
         self._pq: dict[str, Any] = {}
         self._group_cache: tuple[Any, Any] | None = None
-        self._lines: tuple[str, Any] | None = None  # (path, handle): the JSONL file read last
+        self._spans: SpanReader | None = None  # the JSONL / JSON-array file read last, kept open
+        self._ends: list[int] | None = None  # each file's last row + 1, once every file is counted
         self.parquet_kv: dict[str, str] | None = None  # the key-value metadata of the first parquet file
 
     # ---------------------------------------------------------------- bookkeeping
@@ -90,7 +78,7 @@ class RowDataset:
         """Drop the open files and the kept row group now (freed anyway once the dataset is unreferenced)."""
         with self._lock:
             self._group_cache = None
-            pqs, self._pq, self._lines = [*self._pq.values(), *(self._lines or ())[1:]], {}, None
+            pqs, self._pq, self._spans = [*self._pq.values(), *([self._spans] if self._spans else [])], {}, None
         for pf in pqs:
             try:
                 pf.close()
@@ -127,74 +115,6 @@ class RowDataset:
                                    for k, v in kv.items() if k != b"ARROW:schema"}
             self._pq[f.path] = pf
         return pf
-
-    def _json_rows(self, f: DataFile) -> list[Any]:
-        if f.rows is None:
-            if f.size is not None and f.size > self.max_file_bytes:
-                raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
-                                           f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
-            if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
-                with self._open(f) as fh:
-                    data = fh.read()  # the zip's directory is at its end: read whole (size-capped above)
-                from viewer.sources.evalzip import read_inspect_eval
-
-                f.rows = [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
-                f.num_rows = 1
-                return f.rows
-            with self._open(f) as fh:
-                raw = fh.read()
-            try:
-                value = loads(raw, "utf-8-sig")
-            except RecursionError:
-                raise RowReadError(f.name, _TOO_DEEP) from None
-            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
-                where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
-                raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
-            f.rows = rows_of_json(value)
-            f.num_rows = len(f.rows)
-        return f.rows
-
-    def _scan_lines(self, f: DataFile, upto: int | None) -> None:
-        """Extend f.line_offsets until line ``upto`` is known (None: to the end).
-
-        With ``max_scan_bytes`` (a Hub source: ``VIEWER_MAX_FILE_MB``) a file listed as bigger is
-        not counted, and no scan reads past that many bytes of it: the line wanted (or the
-        row count) is out of reach, and the message says so."""
-        if f.complete or (upto is not None and len(f.line_offsets) > upto + 1):
-            return
-        cap = self.max_scan_bytes
-        if cap and upto is None and f.size is not None and f.size > cap:
-            raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the {cap / 1048576:g} MB limit "
-                                       "(VIEWER_MAX_FILE_MB); its rows are not counted")
-        start = f.line_offsets[-1] if f.line_offsets else 0
-        with self._open(f) as fh:
-            fh.seek(start)
-            pos = start
-            if not f.line_offsets:
-                f.line_offsets.append(0)
-            while True:
-                block = fh.read(_BLOCK)
-                if not block:
-                    break
-                i = 0
-                while True:
-                    j = block.find(b"\n", i)
-                    if j < 0:
-                        break
-                    f.line_offsets.append(pos + j + 1)
-                    i = j + 1
-                pos += len(block)
-                if upto is not None and len(f.line_offsets) > upto + 1:
-                    return
-                if cap and pos > cap:
-                    want = f"line {upto + 1}" if upto is not None else "its end"
-                    raise RowReadError(f.name, f"{want} is past the first {cap / 1048576:g} MB of the file, the "
-                                               "limit (VIEWER_MAX_FILE_MB); not read")
-        # the last offset is the end of the file: a final line without "\n" still counts
-        if f.line_offsets[-1] != pos:
-            f.line_offsets.append(pos)
-        f.complete = True
-        f.num_rows = len(f.line_offsets) - 1
 
     # ---------------------------------------------------------------- sizes
     def count(self, f: DataFile) -> int:
@@ -233,6 +153,13 @@ class RowDataset:
     def locate(self, row: int) -> tuple[DataFile, int]:
         if row < 0:
             raise IndexError(row)
+        if self._ends is None and all(f.num_rows is not None for f in self.files):  # counted: found by bisection
+            self._ends = list(accumulate(f.num_rows or 0 for f in self.files))
+        if self._ends is not None:
+            i = bisect_right(self._ends, row)
+            if i == len(self.files):
+                raise IndexError(row)
+            return self.files[i], row - (self._ends[i - 1] if i else 0)
         base = 0
         for f in self.files:
             n = self.count(f)
@@ -243,7 +170,11 @@ class RowDataset:
 
     # ---------------------------------------------------------------- reading
     def read_row(self, row: int, columns: Sequence[str] | None = None) -> dict[str, Any]:
-        """One row as a dict. Raises IndexError past the end, RowReadError for a bad row."""
+        """One row as a dict (a bad row: its RowReadError, returned). Raises IndexError past the end."""
+        with self._lock:
+            f, local = self.locate(row)
+            if f.kind == "jsonl" or f.spans is not None:  # the common case, without read_rows' grouping
+                return self._span_row(f, row, local)
         return self.read_rows([row], columns)[0][1]
 
     def read_rows(self, rows: Sequence[int], columns: Sequence[str] | None = None
@@ -262,49 +193,18 @@ class RowDataset:
             return [(r, out[r]) for r in rows]
 
     def _read_file_rows(self, f: DataFile, pairs: list[tuple[int, int]], columns) -> Iterator[tuple[int, Any]]:
-        if f.kind in _WHOLE_FILE_KINDS:
-            rows = self._json_rows(f)
+        if f.kind in _WHOLE_FILE_KINDS and (rows := self._json_rows(f)) is not None:
             for r, local in pairs:
                 yield r, self._check_cells(r, rows[local])
+        elif f.kind in _WHOLE_FILE_KINDS:
+            for r, local in pairs:
+                yield r, self._span_row(f, r, local)
         elif f.kind == "jsonl":
-            yield from self._jsonl_rows(f, pairs)
+            self._scan_lines(f, max(local for _, local in pairs))
+            for r, local in sorted(pairs, key=lambda p: p[1]):
+                yield r, self._span_row(f, r, local)
         else:
             yield from self._parquet_rows(f, pairs, columns)
-
-    def _line_file(self, f: DataFile):
-        """The JSONL file read last, kept open: opening it for every row cost more than parsing the row."""
-        if self._lines is None or self._lines[0] != f.path:
-            old, self._lines = self._lines, (f.path, self._open(f))
-            if old is not None:
-                old[1].close()
-        return self._lines[1]
-
-    def _jsonl_rows(self, f: DataFile, pairs):
-        self._scan_lines(f, max(local for _, local in pairs))
-        fh = self._line_file(f)
-        for r, local in sorted(pairs, key=lambda p: p[1]):
-            a, b = f.line_offsets[local], f.line_offsets[local + 1]
-            if b - a > self.max_cell_bytes:
-                yield r, RowReadError(f"row {r} (line {local + 1} of {f.name})", f"line is {(b - a) / 1048576:.1f} "
-                                      f"MB, over the {self.max_cell_bytes / 1048576:g} MB cell limit; not parsed")
-            else:
-                fh.seek(a)
-                yield r, self._line_value(r, local, f.name, fh.read(b - a), a == 0)
-
-    def _line_value(self, r: int, local: int, name: str, raw: bytes, first: bool) -> Any:
-        """One JSONL line as a row dict (a list: its messages), or the RowReadError saying why not."""
-        try:
-            value = loads(raw, "utf-8-sig" if first else "utf-8", blank={})
-        except RecursionError:
-            return RowReadError(f"row {r} (line {local + 1} of {name})", _TOO_DEEP)
-        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
-            col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
-            return RowReadError(f"row {r} (line {local + 1}{col} of {name})", f"invalid JSON: {e}")
-        value = {"messages": value} if isinstance(value, list) else value
-        if not isinstance(value, dict):
-            return RowReadError(f"row {r} (line {local + 1} of {name})",
-                                f"expected a JSON object, got {type(value).__name__}")
-        return self._check_cells(r, value)
 
     def _parquet_rows(self, f: DataFile, pairs, columns):
         pf = self._parquet(f)
@@ -341,14 +241,6 @@ class RowDataset:
                                                         f"{self.max_cell_bytes / 1048576:g} MB cell limit; not read")
         return one.to_pylist()[0]
 
-    def _check_cells(self, r: int, value: Any) -> Any:
-        if isinstance(value, dict):
-            for k, v in value.items():
-                if isinstance(v, str) and len(v) > self.max_cell_bytes:
-                    return RowReadError(f"row {r} .{k}", f"cell is {len(v) / 1048576:.1f} MB, over the "
-                                                         f"{self.max_cell_bytes / 1048576:g} MB cell limit; not read")
-        return value
-
     def scan(self, columns: Sequence[str] | None, batch_rows: int = 512
              ) -> Iterator[tuple[int, dict[str, Any] | RowReadError]]:
         """Every row, in order, restricted to ``columns`` where the storage allows it
@@ -373,12 +265,11 @@ class RowDataset:
                             r += 1
             else:
                 self._say(f"scanning {f.name}")
-                for start in range(0, n, step := min(batch_rows, 8)):  # few parsed rows at once: 512 held 2x the file
-                    idx = list(range(base + start, base + min(n, start + step)))
-                    for r, v in self.read_rows(idx):
-                        if columns is not None and isinstance(v, dict):
-                            v = {k: v[k] for k in columns if k in v}
-                        yield r, v
+                for r in range(base, base + n):  # one parsed row at a time (512 held 2x the file), read ahead
+                    v = self.read_row(r)
+                    if columns is not None and isinstance(v, dict):
+                        v = {k: v[k] for k in columns if k in v}
+                    yield r, v
             base += n
 
 

@@ -12,24 +12,50 @@ The stored rows are parsed once to count their rollouts (an index of ``(stored r
 built on first need within the ``rows_scanned`` budget); the last stored row read is kept,
 so paging through one group parses it once. A stored row that cannot be read (or that the
 format expands to nothing) stays one row holding its error, never silently dropped.
+
+A format may also read a JSONL line from its bytes (``RowFormat.lines``, a :class:`RawLines`):
+counting without decoding it, expanding it without building what it need not (Atropos' token
+ids, :mod:`viewer.sources.atropos_lines`). A line its ``count`` or ``expand`` answers None for
+is decoded by the row layer and expanded as above, so values and messages are the same.
 """
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from viewer.sources.rowdata import RowReadError
+from viewer.sources.countingfile import CountingFile
+from viewer.sources.rowdata import RowDataset, RowReadError
+from viewer.sources.rowspans import LINE_BLOCK, SpanReader
 
-__all__ = ["ExpandedRows"]
+__all__ = ["ExpandedRows", "RawLines"]
+
+
+@dataclass(frozen=True)
+class RawLines:
+    """A format's reading of a stored JSONL line from its bytes.
+
+    ``count(raw)``: ``(n, state)``, the rollouts ``expand`` finds in the line that the row layer
+    decodes from ``raw`` (what counting found, for ``expand_line``); ``expand_line(raw, state)``:
+    those rollouts. Either answers None where the row layer must decode the line."""
+
+    count: Callable[[bytes], tuple[int, Any] | None]
+    expand_line: Callable[[bytes, Any], list[dict[str, Any]] | None]
 
 
 class ExpandedRows:
     """A row dataset whose rows are the rollouts ``expand`` finds in each stored row."""
 
-    def __init__(self, base, expand: Callable[[dict[str, Any]], list[dict[str, Any]]], what: str):
+    def __init__(self, base, expand: Callable[[dict[str, Any]], list[dict[str, Any]]], what: str,
+                 lines: RawLines | None = None):
         self.base = base
         self.expand = expand
         self.what = what  # the format's name, for messages
+        jsonl = isinstance(base, RowDataset) and all(f.kind == "jsonl" for f in base.files)
+        self.lines = lines if jsonl else None
+        self._states: dict[int, Any] = {}  # stored row -> what lines.count found in it
+        self._reader: SpanReader | None = None  # the file whose lines were read last (lines only)
+        self._raw_bytes = 0
         self._index: list[tuple[int, int]] | None = None
         self._lock = threading.RLock()
         self._last: tuple[int, list[Any]] | None = None  # (stored row, its rollouts)
@@ -45,14 +71,17 @@ class ExpandedRows:
 
     @property
     def bytes_read(self) -> int:
-        return self.base.bytes_read
+        return self.base.bytes_read + self._raw_bytes
 
     @property
     def parquet_kv(self):
         return getattr(self.base, "parquet_kv", None)
 
     def close(self) -> None:
-        self._last = None
+        with self._lock:
+            self._last, reader, self._reader = None, self._reader, None
+        if reader is not None:
+            reader.close()
         self.base.close()
 
     def count(self, f) -> int:
@@ -83,13 +112,23 @@ class ExpandedRows:
             if not 0 <= r < len(index):
                 raise IndexError(r)
             stored, k = index[r]
-            out.append((r, self._pick(self._expanded(stored), k, columns)))
+            subs = self._expanded(stored)
+            out.append((r, self._pick(subs, k, columns) if k < len(subs) else RowReadError(
+                f"row {stored}", f"{self.what}: holds {len(subs)} rollouts now, more when counted (file changed?)")))
         return out
 
     def scan(self, columns: Sequence[str] | None, batch_rows: int = 512
              ) -> Iterator[tuple[int, dict[str, Any] | RowReadError]]:
         """Every rollout in order (the stored rows are parsed whole: a rollout's columns live inside them)."""
         r = 0
+        if self.lines is not None and self._index is not None:  # counted: lines read from their bytes
+            for stored in range(len(self.base)):
+                with self._lock:
+                    subs = self._rollouts(stored)
+                for sub in subs:
+                    yield r, self._pick_value(sub, columns)
+                    r += 1
+            return
         for stored, value in self.base.scan(None, batch_rows):
             for sub in self._split(stored, value):
                 yield r, self._pick_value(sub, columns)
@@ -115,22 +154,69 @@ class ExpandedRows:
             if self._index is None:
                 index: list[tuple[int, int]] = []
                 lim = self.base.limits
-                for stored, value in self.base.scan(None):
-                    subs = self._split(stored, value)
-                    index.extend((stored, k) for k in range(len(subs)))
+                for stored, n in self._counts():
+                    index.extend((stored, k) for k in range(n))
                     if lim.rows_scanned and len(index) > lim.rows_scanned:
                         from viewer.budgets import BudgetExceeded
 
                         raise BudgetExceeded("rows_scanned", lim.rows_scanned, len(index),
                                              f"{self.label}: counting the rollouts of every row", lim.public)
-                    self._last = (stored, subs)
                 self._index = index
             return self._index
+
+    def _counts(self) -> Iterator[tuple[int, int]]:
+        """(stored row, its rollouts) for each stored row, in order."""
+        if self.lines is None:
+            for stored, value in self.base.scan(None):
+                subs = self._split(stored, value)
+                self._last = (stored, subs)
+                yield stored, len(subs)
+            return
+        for stored in range(len(self.base)):
+            raw = self._line(stored)
+            got = self.lines.count(raw) if raw is not None else None
+            if got is None or got[0] < 1:  # the row layer decodes it (and says why it holds no rollout)
+                subs = self._split(stored, self.base.read_row(stored))
+                self._last = (stored, subs)
+                yield stored, len(subs)
+                continue
+            if got[1] is not None:
+                self._states[stored] = got[1]
+            yield stored, got[0]
+
+    def _line(self, stored: int) -> bytes | None:
+        """A stored row's bytes (lines only); None for a line over the cell limit (the row layer says so)."""
+        f, local = self.base.locate(stored)
+        a, b = f.line_offsets[local], f.line_offsets[local + 1]
+        if b - a > self.base.max_cell_bytes:
+            return None
+        if self._reader is None or self._reader.path != f.path:
+            old = self._reader
+            if self.base.progress is not None:
+                self.base.progress(f"reading {f.name}")
+            fh = self.base.fs.open(f.path, "rb", block_size=LINE_BLOCK, cache_type="none")
+            self._reader = SpanReader(f.path, CountingFile(fh, self._count_bytes))
+            if old is not None:
+                old.close()
+        return self._reader.read(a, b)
+
+    def _count_bytes(self, n: int) -> None:
+        self._raw_bytes += n
+
+    def _rollouts(self, stored: int) -> list[Any]:
+        """A stored row's rollouts: from its bytes where counting left what that takes, else decoded."""
+        state = self._states.get(stored)
+        if state is not None:
+            raw = self._line(stored)
+            subs = self.lines.expand_line(raw, state) if raw is not None else None
+            if subs:
+                return subs
+        return self._split(stored, self.base.read_row(stored))
 
     def _expanded(self, stored: int) -> list[Any]:
         with self._lock:
             if self._last is None or self._last[0] != stored:
-                self._last = (stored, self._split(stored, self.base.read_row(stored)))
+                self._last = (stored, self._rollouts(stored))
             return self._last[1]
 
     def _first_row(self, f) -> int:

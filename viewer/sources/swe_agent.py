@@ -25,11 +25,12 @@ tool bundles at run time): the token view is derived through a chat template, te
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from viewer.rollout import Problem
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_json, text_of
+from viewer.sources.typedrow import typed
 
 __all__ = ["FORMAT", "read_row", "summarize", "openai_tool_calls"]
 
@@ -56,15 +57,15 @@ def _config(row: dict[str, Any]) -> dict[str, Any]:
     return rc if isinstance(rc, dict) else {}
 
 
-def _model(row: dict[str, Any]) -> str | None:
-    agent = _config(row).get("agent")
+def _model(config: dict[str, Any]) -> str | None:
+    agent = config.get("agent")
     model = agent.get("model") if isinstance(agent, dict) else None
     name = model.get("name") if isinstance(model, dict) else None
     return name if isinstance(name, str) and name else None
 
 
-def _task_id(row: dict[str, Any]) -> str | None:
-    ps = _config(row).get("problem_statement")
+def _task_id(config: dict[str, Any]) -> str | None:
+    ps = config.get("problem_statement")
     pid = ps.get("id") if isinstance(ps, dict) else None
     return pid if isinstance(pid, str) else None
 
@@ -108,13 +109,14 @@ def _message(entry: dict[str, Any], i: int, ref: RowRef, problems: list[Problem]
     if role not in _ROLES:
         problems.append(Problem(ref.label, ref.where(f".history[{i}].role"), f"unknown role {role!r}; skipped"))
         return None
-    msg: dict[str, Any] = {"role": role, "content": text_of(entry.get("content"))}
+    content = entry.get("content")
+    msg: dict[str, Any] = {"role": role, "content": content if type(content) is str else text_of(content)}
     if role == "assistant":
         if entry.get("tool_calls"):
             calls = openai_tool_calls(entry["tool_calls"], ref, f".history[{i}].tool_calls", problems)
             if calls:
                 msg["tool_calls"] = calls
-        reasoning = _reasoning(entry.get("thinking_blocks"))
+        reasoning = _reasoning(entry.get("thinking_blocks")) if "thinking_blocks" in entry else None
         if reasoning:
             msg["reasoning_content"] = reasoning
     elif role == "tool":
@@ -136,11 +138,12 @@ def _history(row: dict[str, Any], ref: RowRef) -> list[Any]:
     return history
 
 
-def _chat(history: list[Any], ref: RowRef, problems: list[Problem]) -> tuple[list[dict[str, Any]], str | None, int]:
-    """(messages of the first entry's agent, the task text, how many assistant messages are demonstrations)."""
+def _chat(history: list[Any], ref: RowRef, problems: list[Problem]) -> tuple[list[dict[str, Any]], str | None, int, int]:
+    """(messages of the first entry's agent, the task text, how many assistant messages there are, how
+    many of them are demonstrations)."""
     main = next((e.get("agent") for e in history if isinstance(e, dict)), None)
     msgs: list[dict[str, Any]] = []
-    demo_replies = other_agent = 0
+    replies = demo_replies = other_agent = 0
     instr = None  # the first user message that is not a demonstration: the task
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
@@ -152,8 +155,11 @@ def _chat(history: list[Any], ref: RowRef, problems: list[Problem]) -> tuple[lis
         msg = _message(entry, i, ref, problems)
         if msg is None:
             continue
-        demo_replies += bool(entry.get("is_demo")) and msg["role"] == "assistant"
-        if instr is None and msg["role"] == "user" and not entry.get("is_demo"):
+        role = msg["role"]
+        if role == "assistant":
+            replies += 1
+            demo_replies += bool(entry.get("is_demo"))
+        elif instr is None and role == "user" and not entry.get("is_demo"):
             instr = msg["content"]
         msgs.append(msg)
     if other_agent:
@@ -164,7 +170,7 @@ def _chat(history: list[Any], ref: RowRef, problems: list[Problem]) -> tuple[lis
         problems.append(Problem(ref.label, ref.where(".history"),
                                 f"{demo_replies} assistant message(s) are demonstrations (is_demo): shown as turns "
                                 "though the model did not generate them", "warning"))
-    return msgs, instr, demo_replies
+    return msgs, instr, replies, demo_replies
 
 
 def _append_missing_steps(row: dict[str, Any], msgs: list[dict[str, Any]], n_replies: int, ref: RowRef,
@@ -184,15 +190,15 @@ def _append_missing_steps(row: dict[str, Any], msgs: list[dict[str, Any]], n_rep
 
 def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     problems: list[Problem] = []
-    msgs, instr, demo_replies = _chat(_history(row, ref), ref, problems)
-    _append_missing_steps(row, msgs, sum(1 for m in msgs if m["role"] == "assistant") - demo_replies, ref, problems)
-    if any(m.get("tool_calls") for m in msgs):
+    msgs, instr, replies, demo_replies = _chat(_history(row, ref), ref, problems)
+    _append_missing_steps(row, msgs, replies - demo_replies, ref, problems)
+    if any("tool_calls" in m for m in msgs):
         problems.append(Problem(ref.label, "", "SWE-agent .traj files hold no tool definitions: derived prompts "
                                                "lack them", "warning"))
-    info = _info(row)
-    task = {k: v for k, v in (("id", _task_id(row)), ("environment", row.get("environment"))) if v} or None
+    info, config = _info(row), _config(row)
+    task = {k: v for k, v in (("id", _task_id(config)), ("environment", row.get("environment"))) if v} or None
     summary = {k: info[k] for k in ("exit_status", "submission", "model_stats") if k in info} or None
-    return Conversation(messages=msgs, model=_model(row), agent="swe-agent", task=task, instruction=instr,
+    return Conversation(messages=msgs, model=_model(config), agent="swe-agent", task=task, instruction=instr,
                         summary=summary, problems=problems)
 
 
@@ -204,12 +210,65 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
     replies = sum(1 for e in mine if e.get("role") == "assistant" and not e.get("is_demo"))
     steps = row.get("trajectory") if isinstance(row.get("trajectory"), list) else []
     demos = sum(1 for e in mine if e.get("role") == "assistant" and e.get("is_demo"))
-    status = _info(row).get("exit_status")
-    return {"agent": "swe-agent", "model": _model(row), "task": _task_id(row), "reward": None,
+    status, config = _info(row).get("exit_status"), _config(row)
+    return {"agent": "swe-agent", "model": _model(config), "task": _task_id(config), "reward": None,
             "result": status if isinstance(status, str) else None,
             "turns": max(replies, len(steps)) + demos,
             "length": sum(len(text_of(e.get("content"))) for e in mine)}
 
 
+class _Entry(TypedDict, total=False):
+    """The history entry fields read here (``thought`` and ``action`` repeat the content: skipped)."""
+
+    role: Any
+    agent: Any
+    content: Any
+    tool_calls: Any
+    thinking_blocks: Any
+    is_demo: Any
+    tool_call_ids: Any
+    tool_call_id: Any
+
+
+class _Step(TypedDict, total=False):
+    """What a trajectory step adds when the history lacks it (its ``query``, ``state``... are skipped)."""
+
+    response: Any
+    observation: Any
+
+
+class _Info(TypedDict, total=False):
+    exit_status: Any
+    submission: Any
+    model_stats: Any
+
+
+class _Model(TypedDict, total=False):
+    name: Any
+
+
+class _Agent(TypedDict, total=False):
+    model: _Model
+
+
+class _Problem(TypedDict, total=False):
+    id: Any
+
+
+class _Replay(TypedDict, total=False):
+    """The run's config: its model's name and the task's id (the rest, tools and environment, skipped)."""
+
+    agent: _Agent
+    problem_statement: _Problem
+
+
+class _Trajectory(TypedDict, total=False):
+    history: list[_Entry]
+    trajectory: list[_Step]
+    info: _Info
+    replay_config: _Replay | str | None  # (newer SWE-agent: its JSON string, parsed when read)
+    environment: Any
+
+
 FORMAT = RowFormat("swe-agent", "SWE-agent trajectory (.traj)", detect, read_row, summarize,
-                   fields=("history", "trajectory", "info"))
+                   fields=("history", "trajectory", "info"), decode=typed(_Trajectory))

@@ -21,12 +21,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+from msgspec import UNSET, UnsetType
+
 from viewer.rollout import Problem
-from viewer.sources.chat_messages import chat_messages, link_tool_replies
+from viewer.sources.chat_messages import chat_messages, link_tool_replies, roles
+from viewer.sources.chat_typed import MESSAGES, is_typed, made
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, conversation_size, text_of
 
-__all__ = ["FORMAT", "read_row", "summarize"]
+__all__ = ["FORMAT", "read_row", "summarize", "decode"]
 
 
 def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
@@ -41,15 +45,40 @@ def _task(info: Any) -> dict[str, Any]:
     return task if isinstance(task, dict) else {}
 
 
+class _Row(msgspec.Struct, forbid_unknown_fields=True):
+    """A result as ``run.py`` writes it, ``traj`` typed (:mod:`viewer.sources.chat_typed`). Another key (a
+    fork's), or a message of another shape: decoded generically (nothing is skipped unchecked)."""
+
+    task_id: Any = UNSET
+    reward: Any = UNSET
+    info: Any = UNSET
+    traj: MESSAGES | UnsetType = UNSET
+    trial: Any = UNSET
+    records: Any = UNSET
+
+
+_DECODER = msgspec.json.Decoder(_Row)
+_FIELDS = _Row.__struct_fields__
+
+
+def decode(raw: bytes) -> dict[str, Any] | None:
+    """A row's JSON text as its dict, ``traj`` typed; None where it does not fit (RowFormat.decode)."""
+    try:
+        row = _DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # (ValidationError is a DecodeError)
+        return None
+    return {k: v for k in _FIELDS if (v := getattr(row, k)) is not UNSET}
+
+
 def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     problems: list[Problem] = []
     traj = as_json(row.get("traj"), ref, ".traj")
     if not isinstance(traj, list):
         raise ref.error(".traj", f"expected a list of messages, got {type(traj).__name__}")
     info = as_json(row.get("info"), ref, ".info")
-    msgs = chat_messages(traj, ref, ".traj", problems)
+    msgs = made(traj) if is_typed(traj) else chat_messages(traj, ref, ".traj", problems)
     link_tool_replies(msgs, ref, ".traj", problems)
-    if not any(m["role"] == "assistant" for m in msgs):
+    if "assistant" not in roles(msgs):
         err = info.get("error") if isinstance(info, dict) else None
         why = f": the run failed: {text_of(err)[:300]}" if err else ""
         problems.append(Problem(ref.label, ref.where(".traj"),
@@ -65,7 +94,8 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
 
 
 def summarize(row: dict[str, Any]) -> dict[str, Any]:
-    turns, length = conversation_size(row.get("traj"))
+    traj = row.get("traj")
+    turns, length = conversation_size(made(traj) if is_typed(traj) else traj)
     info = row.get("info") if isinstance(row.get("info"), dict) else {}
     trial = row.get("trial")
     label = f"task {row.get('task_id')}" + (f" trial {trial}" if trial is not None else "")
@@ -74,4 +104,4 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
 
 
 FORMAT = RowFormat("tau-bench", "tau-bench results (a JSON list of {task_id, reward, info, traj, trial})", detect,
-                   read_row, summarize, fields=("task_id", "reward", "info", "traj"))
+                   read_row, summarize, fields=("task_id", "reward", "info", "traj"), decode=decode)

@@ -23,7 +23,7 @@ import json
 from typing import Any
 
 from viewer.rollout import Problem
-from viewer.sources.chat_messages import chat_messages, link_tool_replies
+from viewer.sources.chat_messages import chat_messages, link_tool_replies, plain_messages, roles
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, text_of
 
@@ -34,6 +34,11 @@ _KNOWN = frozenset({"id", "example_id", "prompt", "completion", "task", "answer"
                     "timing", "is_completed", "is_truncated", "stop_condition", "metrics", "tool_defs",
                     "token_usage", "trajectory", "error_chain", "long_error_chain", "generation_ms",
                     "scoring_ms", "total_ms"})
+_OTHER_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}  # a row's columns -> those not in _KNOWN
+_NUMBER = frozenset((int, float, bool))  # isinstance(v, (int, float)) for a JSON value, without the call
+_SUMMARY_ORDER = ("error", "stop_condition", "is_completed", "is_truncated", "token_usage", "timing")
+_SUMMARY_KEYS = frozenset(_SUMMARY_ORDER)
+_NOTHING = (None, "", {})  # task fields left out (a tuple: == decides, as for a literal)
 
 
 def _is_messages(v: Any) -> bool:
@@ -57,9 +62,8 @@ def _example_id(row: dict[str, Any]) -> Any:
     return row.get("example_id", row.get("id"))
 
 
-def _tools(row: dict[str, Any], ref: RowRef) -> list[dict[str, Any]]:
+def _tools(row: dict[str, Any], info: Any, ref: RowRef) -> list[dict[str, Any]]:
     """Tool definitions: ``tool_defs`` (newer) or ``info.oai_tools``, as OpenAI ``{type, function}``."""
-    info = as_json(row.get("info"), ref, ".info")
     raw = as_json(row.get("tool_defs"), ref, ".tool_defs")
     if not isinstance(raw, list) and isinstance(info, dict):
         raw = info.get("oai_tools")
@@ -84,10 +88,14 @@ def _list_or_text(v: Any) -> Any:
     return v
 
 
-def _conversation(row: dict[str, Any], ref: RowRef, problems: list[Problem]
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(prompt messages, completion messages)."""
-    prompt, completion = _list_or_text(row.get("prompt")), _list_or_text(row.get("completion"))
+def _conversation(row: dict[str, Any], ref: RowRef, problems: list[Problem]) -> tuple[list[dict[str, Any]], int]:
+    """(prompt + completion messages, how many are the prompt's)."""
+    prompt, completion = row.get("prompt"), row.get("completion")
+    if type(prompt) is list and type(completion) is list:  # the usual row: both message lists made at once
+        msgs = plain_messages(prompt + completion)
+        if msgs is not None:
+            return _checked(msgs, len(prompt), row, ref, problems)
+    prompt, completion = _list_or_text(prompt), _list_or_text(completion)
     if isinstance(prompt, str) or isinstance(completion, str):
         # A text-completion environment: the model continued raw text, no chat template involved.
         problems.append(Problem(ref.label, ref.where(".completion"),
@@ -98,27 +106,40 @@ def _conversation(row: dict[str, Any], ref: RowRef, problems: list[Problem]
             chat_messages(prompt, ref, ".prompt", problems)
         after = [{"role": "assistant", "content": completion}] if isinstance(completion, str) else \
             chat_messages(completion, ref, ".completion", problems)
-        return before, after
+        return before + after, len(before)
     if not isinstance(prompt, list) or not isinstance(completion, list):
         bad, v = (".prompt", prompt) if not isinstance(prompt, list) else (".completion", completion)
         raise ref.error(bad, f"expected a list of messages or a string, got {type(v).__name__}")
     before = chat_messages(prompt, ref, ".prompt", problems)
-    after = chat_messages(completion, ref, ".completion", problems)
-    shots = sum(1 for m in before if m["role"] == "assistant")
+    return _checked(before + chat_messages(completion, ref, ".completion", problems), len(before), row, ref,
+                    problems)
+
+
+def _checked(msgs: list[dict[str, Any]], n: int, row: dict[str, Any], ref: RowRef, problems: list[Problem]
+             ) -> tuple[list[dict[str, Any]], int]:
+    """A chat rollout's messages (the prompt's first ``n``), its few-shot, empty and tool-reply notes said."""
+    told = roles(msgs)
+    shots = told[:n].count("assistant")
     if shots:
         problems.append(Problem(ref.label, ref.where(".prompt"),
                                 f"the prompt holds {shots} assistant message(s) (few-shot examples): shown as turns, "
                                 "though the model did not generate them", "warning"))
-    if not any(m["role"] == "assistant" for m in after):
+    if "assistant" not in told[n:]:
         why = f": {text_of(row.get('error'))[:300]}" if row.get("error") else ""
         problems.append(Problem(ref.label, ref.where(".completion"),
                                 f"the completion holds no assistant message (the model produced nothing{why})"))
-    link_tool_replies(before + after, ref, ".completion", problems)
-    return before, after
+    if "tool" in told:
+        link_tool_replies(msgs, ref, ".completion", problems)
+    return msgs, n
 
 
 def _metrics(row: dict[str, Any]) -> dict[str, Any]:
-    out = {k: v for k, v in row.items() if k not in _KNOWN and isinstance(v, (int, float))}
+    keys = _OTHER_KEYS.get(columns := tuple(row))  # a file's rows share their columns: found once
+    if keys is None:
+        if len(_OTHER_KEYS) > 64:
+            _OTHER_KEYS.clear()
+        keys = _OTHER_KEYS[columns] = tuple(k for k in columns if k not in _KNOWN)
+    out = {k: v for k in keys if type(v := row[k]) in _NUMBER}
     if isinstance(row.get("metrics"), dict):
         out.update(row["metrics"])
     return out
@@ -126,7 +147,7 @@ def _metrics(row: dict[str, Any]) -> dict[str, Any]:
 
 def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     problems: list[Problem] = []
-    before, after = _conversation(row, ref, problems)
+    msgs, n = _conversation(row, ref, problems)
     traj = row.get("trajectory")
     if isinstance(traj, list) and any(isinstance(s, dict) and s.get("tokens") for s in traj):
         problems.append(Problem(ref.label, ref.where(".trajectory"),
@@ -136,14 +157,15 @@ def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     task = {"example_id": _example_id(row), "task": row.get("task"), "answer": row.get("answer")}
     if isinstance(info, dict):
         task["info"] = {k: v for k, v in info.items() if k != "oai_tools"}
-    task = {k: v for k, v in task.items() if v not in (None, "", {})}
-    instr = next((text_of(m.get("content")) for m in reversed(before) if m["role"] == "user"), None)
+    task = {k: v for k, v in task.items() if v not in _NOTHING}
+    told = roles(msgs[:n])
+    instr = text_of(msgs[n - 1 - told[::-1].index("user")].get("content")) if "user" in told else None
     summary = {"metrics": _metrics(row)}
-    for k in ("error", "stop_condition", "is_completed", "is_truncated", "token_usage", "timing"):
-        if row.get(k) is not None:
-            summary[k] = row[k]
-    return Conversation(messages=before + after, tools=_tools(row, ref), model=None, agent=None, task=task or None,
-                        instruction=instr, reward=as_float(row.get("reward")), summary=summary, problems=problems)
+    if not _SUMMARY_KEYS.isdisjoint(row):
+        summary.update((k, row[k]) for k in _SUMMARY_ORDER if row.get(k) is not None)
+    return Conversation(messages=msgs, tools=_tools(row, info, ref), model=None, agent=None,
+                        task=task or None, instruction=instr, reward=as_float(row.get("reward")), summary=summary,
+                        problems=problems)
 
 
 def summarize(row: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,225 @@
+"""The row layer's text files read by byte span (issue 35): a JSON array's elements indexed without
+parsing the file whole (viewer/sources/rowarray.py), JSONL line offsets and the kept-open span reader
+(viewer/sources/rowspans.py), through RowDataset (viewer/sources/rowtext.py).
+
+Expected values come from the stdlib: the rows of a file are ``json.loads`` of its text (the elements
+of an array, each line of a JSONL file), and the message for a broken file is the one the stdlib's
+exception gives, in the row layer's words (``{name} line L, column C: invalid JSON: {e}``).
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import random
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from viewer.sources.rowarray import index_array
+from viewer.sources.rowdata import RowReadError, local_dataset
+from viewer.sources.rowspans import SpanReader, scan_lines
+
+REAL = Path(__file__).resolve().parent / "data" / "realworld"
+TAU = sorted((REAL / "tau_bench").glob("*.json"))
+VERIFIERS = sorted((REAL / "verifiers").glob("*/results.jsonl"))
+
+
+def same(a, b) -> bool:
+    """Equal values, NaN equal to NaN (the stdlib reads NaN)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def rows_of(path: Path) -> list:
+    ds = local_dataset([str(path)], str(path.parent), path.name)
+    try:
+        return [ds.read_row(i) for i in range(len(ds))]
+    finally:
+        ds.close()
+
+
+def the_error(path: Path) -> str:
+    """The row layer's message for a JSON file the stdlib refuses (what it said before this index)."""
+    text = path.read_bytes()
+    try:
+        json.loads(text.decode("utf-8-sig"))
+    except RecursionError:
+        return f"{path.name}: invalid JSON: nested deeper than the parser accepts"
+    except json.JSONDecodeError as e:
+        return f"{path.name} line {e.lineno}, column {e.colno}: invalid JSON: {e}"
+    except ValueError as e:
+        return f"{path.name} bytes: invalid JSON: {e}"
+    raise AssertionError("the stdlib accepts it")
+
+
+# ------------------------------------------------------------------ real files
+@pytest.mark.parametrize("path", TAU, ids=lambda p: p.name[:30])
+def test_tau_bench_arrays_are_indexed_and_read_as_json_reads_them(path):
+    ds = local_dataset([str(path)], str(path.parent), path.name)
+    assert len(ds) == len(json.loads(path.read_bytes()))
+    assert ds.files[0].spans is not None and ds.files[0].rows is None  # by element: never parsed whole
+    assert [ds.read_row(i) for i in range(len(ds))] == json.loads(path.read_bytes())
+    # in any order (the span reader reads ahead only in order), and again
+    order = list(range(len(ds)))
+    random.Random(1).shuffle(order)
+    assert [ds.read_row(i) for i in order] == [json.loads(path.read_bytes())[i] for i in order]
+    assert ds.bytes_read >= path.stat().st_size
+    ds.close()
+
+
+@pytest.mark.parametrize("chunk", [64, 300, 4096, 1 << 20])
+@pytest.mark.parametrize("path", TAU, ids=lambda p: p.name[:30])
+def test_spans_are_the_elements_whatever_the_chunk(path, chunk):
+    """Chunks smaller than an element (one at a time), a multi-byte character cut by a chunk's end."""
+    data = path.read_bytes()
+    starts, ends = index_array(io.BytesIO(data), chunk=chunk)
+    assert [json.loads(data[a:b]) for a, b in zip(starts, ends)] == json.loads(data)
+    assert [data[a:b] for a, b in zip(starts, ends)] == [bytes(r) for r in msgspec.json.decode(
+        data, type=list[msgspec.Raw])]
+
+
+@pytest.mark.parametrize("path", VERIFIERS, ids=lambda p: p.parent.name)
+def test_jsonl_rows_are_its_lines(path):
+    want = [json.loads(line) for line in path.read_bytes().split(b"\n") if line.strip()]
+    assert rows_of(path) == want
+
+
+def test_line_offsets_are_where_lines_start():
+    data = b'{"a": 1}\n\n{"b": "x\\ny"}\r\n' + b'{"c": 3}\n' * 5000 + b'{"last": true}'
+    offsets = [0]
+    assert scan_lines(io.BytesIO(data), offsets, None, 0, lambda: AssertionError()) == len(data)
+    want = [0] + [i + 1 for i, c in enumerate(data) if c == 0x0A]
+    assert offsets == want
+
+
+def test_span_reader_reads_spans_in_order_and_not():
+    data = bytes(random.Random(2).randrange(256) for _ in range(300_000))
+    spans = sorted({(a, min(len(data), a + random.Random(a).randrange(1, 5000)))
+                    for a in random.Random(3).sample(range(len(data)), 400)})
+    rd = SpanReader("x", io.BytesIO(data))
+    assert all(rd.read(a, b) == data[a:b] for a, b in spans)  # in order: read ahead
+    assert all(rd.read(a, b) == data[a:b] for a, b in reversed(spans))  # backwards: one read each
+    rd.close()
+
+
+# ------------------------------------------------------------------ arrays the index must leave alone
+def write(tmp_path: Path, name: str, data: bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+GOOD = {
+    "empty": b"[]",
+    "spaced": b' \n[ {"a": 1} ,\n\t{"a": [1, 2.5, "\\u00e9"]} ]\n ',
+    "scalars-and-lists": b'[{"a": 1}, [1, 2], "text", 3, null]',
+    "nan-and-huge": b'[{"a": NaN}, {"a": 1e400}, {"a": -Infinity}, {"a": 123456789012345678901234567890}]',
+    "lone-surrogate": b'[{"a": "\\ud800"}, {"a": "b"}]',
+    "bom": b'\xef\xbb\xbf[{"a": 1}, {"a": 2}]',
+    "unicode": '[{"t": "’ — “quoted” … 😀"}, {"t": "é"}]'.encode(),
+    "one-conversation": b'[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]',
+    "object": b'{"rows": [{"a": 1}, {"a": 2}]}',
+    "one-object": b'{"a": 1}',
+}
+BAD = {
+    "truncated": b'[{"a": 1}, {"a": 2',
+    "not-closed": b'[{"a": 1}, {"a": 2}',
+    "trailing-comma": b'[{"a": 1}, {"a": 2},]',
+    "missing-comma": b'[{"a": 1} {"a": 2}]',
+    "after-the-array": b'[{"a": 1}] [2]',
+    "broken-element": b'[{"a": 1}, {"a": tru}, {"a": 3}]',
+    "bad-escape": b'[{"a": "\\x"}]',
+    "invalid-utf8": b'[{"a": "ok"}, {"a": "\xff\xfe"}]',
+    "cut-character": b'[{"a": "\xe2\x80"}]',
+    "surrogate-bytes": b'[{"a": "\xed\xa0\x80"}]',
+    "too-many-digits": b'[{"a": ' + b"9" * 5000 + b"}]",
+    "digits-in-a-string": b'[{"a": "' + b"9" * 5000 + b'"}, {"a": ' + b"9" * 5000 + b"}]",
+    "too-deep": b"[" + b"[" * 100_000 + b"]" * 100_000 + b"]",
+    "empty-file": b"",
+    "whitespace": b"  \n ",
+}
+
+
+@pytest.mark.parametrize("name", GOOD)
+def test_what_the_stdlib_reads_is_read_the_same(tmp_path, name):
+    p = write(tmp_path, f"{name}.json", GOOD[name])
+    value = json.loads(GOOD[name].decode("utf-8-sig"))
+    from viewer.sources.jsonio import rows_of_json
+
+    assert same(rows_of(p), rows_of_json(value))
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_a_broken_array_gives_the_message_it_gave(tmp_path, name):
+    p = write(tmp_path, f"{name}.json", BAD[name])
+    ds = local_dataset([str(p)], str(tmp_path), p.name)
+    with pytest.raises(RowReadError) as e:
+        len(ds)
+    assert str(e.value) == the_error(p)
+
+
+def test_a_long_array_broken_at_its_end_is_refused_as_a_whole(tmp_path):
+    """Indexed over many chunks before the break is met: the file is still refused, with json's message."""
+    rows = [{"i": i, "text": "’" * (i % 50), "nested": {"i": [i] * 3}} for i in range(20_000)]
+    data = json.dumps(rows, ensure_ascii=False).encode()
+    for cut in (b', {"i": 19999' , b"]"):
+        p = write(tmp_path, "cut.json", data[:data.rindex(cut)])
+        with pytest.raises(RowReadError) as e:
+            len(local_dataset([str(p)], str(tmp_path), p.name))
+        assert str(e.value) == the_error(p)
+    p = write(tmp_path, "whole.json", data)
+    assert rows_of(p) == rows
+
+
+# ------------------------------------------------------------------ the index against the stdlib, at random
+def _value(rng: random.Random, depth: int = 0):
+    kind = rng.randrange(8 if depth < 3 else 5)
+    if kind == 0:
+        return rng.choice([None, True, False])
+    if kind == 1:
+        return rng.choice([0, -7, 2 ** 40, 3.25, -1e-9, 10 ** 25])
+    if kind in (2, 3, 4):
+        return "".join(rng.choice(['a', ' ', '"', '\\', '\n', 'é', '’', '😀', '{"k":', ',', ']']) for _ in range(rng.randrange(12)))
+    if kind == 5:
+        return [_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {rng.choice(["k", "task_id", "a"]) + str(i): _value(rng, depth + 1) for i in range(rng.randrange(4))}
+
+
+def _text(rng: random.Random) -> bytes:
+    elems = [{"task_id": i, "v": _value(rng)} if rng.random() < 0.8 else _value(rng) for i in range(rng.randrange(40))]
+    ws = lambda: rng.choice(["", " ", "\n  ", "\t"])  # noqa: E731
+    body = ",".join(ws() + json.dumps(e, ensure_ascii=rng.random() < 0.5) + ws() for e in elems)
+    return (ws() + "[" + body + "]" + ws()).encode()
+
+
+def test_random_arrays_and_their_corruptions():
+    """Where the index answers, the file is one the stdlib reads, and its elements are its spans; every
+    valid array is answered."""
+    rng = random.Random(35)
+    answered = refused = 0
+    for trial in range(1500):
+        data = _text(rng)
+        if trial % 2:  # corrupt it: a byte changed, removed or doubled
+            k = rng.randrange(len(data))
+            data = rng.choice([data[:k] + bytes([rng.randrange(256)]) + data[k + 1:], data[:k] + data[k + 1:],
+                               data[:k] + data[k:k + 1] * 2 + data[k + 1:]])
+        spans = index_array(io.BytesIO(data), chunk=rng.choice([16, 64, 256, 4096]))
+        try:
+            want = json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError):
+            want = None
+        if spans is None:
+            refused += 1
+            assert trial % 2 or not isinstance(want, list), data  # a valid array is always indexed
+            continue
+        answered += 1
+        assert isinstance(want, list), data
+        assert same([json.loads(data[a:b]) for a, b in zip(*spans)], want), data
+    assert answered > 700 and refused > 300

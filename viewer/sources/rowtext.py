@@ -1,0 +1,183 @@
+"""JSON and JSONL files of rows, read a row at a time by byte span (the row layer's text files, issue 35).
+
+:class:`TextRows` is the part of :class:`viewer.sources.rowdata.RowDataset` that reads them: a JSONL
+file's line offsets, a JSON array's element spans (:mod:`viewer.sources.rowarray`), one row decoded
+from its bytes (:mod:`viewer.sources.rowjson`), the file kept open between rows; a JSON file that is
+not an array of rows (one object, one conversation, anything msgspec would not decode) parsed whole,
+size-capped, as before. A row's errors name its line (or element) and file.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from viewer.sources.jsonio import rows_of_json
+from viewer.sources.rowerror import RowReadError
+from viewer.sources.rowjson import loads  # json.loads's values and errors, at msgspec's speed
+from viewer.sources.rowarray import index_array
+from viewer.sources.rowspans import SpanReader, scan_lines
+
+__all__ = ["TextRows", "DataFile"]
+
+_TOO_DEEP = "invalid JSON: nested deeper than the parser accepts"
+
+
+@dataclass
+class DataFile:
+    """One data file of a :class:`~viewer.sources.rowdata.RowDataset` and what is known of its rows (here,
+    where :class:`TextRows` reads it; ``rowdata`` exports it)."""
+
+    path: str  # path on the filesystem
+    name: str  # what messages show (relative to the dataset root)
+    kind: str  # parquet | jsonl | json
+    size: int | None = None
+    num_rows: int | None = None  # None until counted
+    row_groups: list[int] | None = None  # parquet: rows per row group
+    line_offsets: list[int] = field(default_factory=list)  # jsonl: byte offset of each known line
+    complete: bool = False  # jsonl: offsets scanned to the end
+    rows: list[Any] | None = None  # json: parsed rows (a file read whole)
+    spans: tuple[Any, Any] | None = None  # json: (starts, ends) of each row's bytes (an array, read by row)
+    columns: list[str] | None = None
+
+
+class TextRows:
+    """Reading a JSON / JSONL :class:`~viewer.sources.rowdata.DataFile` (a mixin of ``RowDataset``, whose
+    ``_open``, limits and ``_spans`` it uses)."""
+
+    max_file_bytes: int
+    max_cell_bytes: int
+    max_scan_bytes: int
+    _spans: SpanReader | None
+    # A row format's own decode of a row's bytes (RowFormat.decode, set once the format is chosen): the
+    # fields its reader uses; None from it, or no decode, and json.loads's rules decide (rowjson.loads).
+    decode: Callable[[bytes], Any] | None = None
+
+    def _json_rows(self, f: DataFile) -> list[Any] | None:
+        """A JSON file's rows when it was read whole; None when it is an array read by element (f.spans)."""
+        if f.rows is None and f.spans is None:
+            if f.size is not None and f.size > self.max_file_bytes:
+                raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
+                                           f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
+            if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
+                with self._open(f) as fh:
+                    data = fh.read()  # the zip's directory is at its end: read whole (size-capped above)
+                from viewer.sources.evalzip import read_inspect_eval
+
+                f.rows = [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
+                f.num_rows = 1
+                return f.rows
+            with self._open(f) as fh:
+                spans = index_array(fh, self._rows_by_element)
+                if spans is not None:
+                    f.spans, f.num_rows = spans, len(spans[0])
+                    return None
+                fh.seek(0)
+                raw = fh.read()
+            try:
+                value = loads(raw, "utf-8-sig")
+            except RecursionError:
+                raise RowReadError(f.name, _TOO_DEEP) from None
+            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
+                where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
+                raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
+            f.rows = rows_of_json(value)
+            f.num_rows = len(f.rows)
+        return f.rows
+
+    def _scan_lines(self, f: DataFile, upto: int | None) -> None:
+        """Extend f.line_offsets until line ``upto`` is known (None: to the end).
+
+        With ``max_scan_bytes`` (a Hub source: ``VIEWER_MAX_FILE_MB``) a file listed as bigger is
+        not counted, and no scan reads past that many bytes of it: the line wanted (or the
+        row count) is out of reach, and the message says so."""
+        if f.complete or (upto is not None and len(f.line_offsets) > upto + 1):
+            return
+        cap = self.max_scan_bytes
+        if cap and upto is None and f.size is not None and f.size > cap:
+            raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the {cap / 1048576:g} MB limit "
+                                       "(VIEWER_MAX_FILE_MB); its rows are not counted")
+        if not f.line_offsets:
+            f.line_offsets.append(0)
+        want = f"line {upto + 1}" if upto is not None else "its end"
+        with self._open(f) as fh:
+            fh.seek(f.line_offsets[-1])
+            pos = scan_lines(fh, f.line_offsets, upto, cap, lambda: RowReadError(
+                f.name, f"{want} is past the first {cap / 1048576:g} MB of the file, the limit (VIEWER_MAX_FILE_MB); "
+                        "not read"))
+        if pos is None:
+            return
+        # the last offset is the end of the file: a final line without "\n" still counts
+        if f.line_offsets[-1] != pos:
+            f.line_offsets.append(pos)
+        f.complete = True
+        f.num_rows = len(f.line_offsets) - 1
+
+    def _span_row(self, f: DataFile, r: int, local: int) -> Any:
+        """Row ``r``, line or array element ``local`` of ``f``, read by its byte span."""
+        if f.spans is not None:
+            a, b = f.spans[0][local], f.spans[1][local]
+            return self._element_value(r, local, f.name, self._span_reader(f).read(a, b))
+        if len(f.line_offsets) <= local + 1:
+            self._scan_lines(f, local)
+        a, b = f.line_offsets[local], f.line_offsets[local + 1]
+        if b - a > self.max_cell_bytes:
+            return RowReadError(f"row {r} (line {local + 1} of {f.name})", f"line is {(b - a) / 1048576:.1f} MB, "
+                                f"over the {self.max_cell_bytes / 1048576:g} MB cell limit; not parsed")
+        return self._line_value(r, local, f.name, self._span_reader(f).read(a, b), a == 0)
+
+    def _span_reader(self, f: DataFile) -> SpanReader:
+        """The file read last, kept open: opening it for every row cost more than parsing the row."""
+        if self._spans is None or self._spans.path != f.path:
+            old, self._spans = self._spans, SpanReader(f.path, self._open(f))
+            if old is not None:
+                old.close()
+        return self._spans
+
+    @staticmethod
+    def _rows_by_element(first: list[bytes]) -> bool:
+        """Whether an array whose first elements are ``first`` is a list of rows, not one row (chat messages,
+        OpenHands events: :func:`rows_of_json` decides by the first five). An element that does not
+        decode: no (the file is then parsed whole, which says why)."""
+        try:
+            values = [loads(b, "utf-8") for b in first]
+        except (ValueError, RecursionError):
+            return False
+        one = rows_of_json(values)[:1]
+        return not (one and isinstance(one[0], dict) and any(one[0].get(k) is values for k in ("messages", "history")))
+
+    def _element_value(self, r: int, local: int, name: str, raw: bytes) -> Any:
+        """One element of a JSON array (its span was checked with the whole file) as its row."""
+        try:
+            value = (self.decode and self.decode(raw)) or loads(raw, "utf-8")
+        except RecursionError:
+            return RowReadError(f"row {r} (element {local} of {name})", _TOO_DEEP)
+        except ValueError as e:  # not expected: msgspec's skip accepted the file and every byte is UTF-8
+            return RowReadError(f"row {r} (element {local} of {name})", f"invalid JSON: {e}")
+        if isinstance(value, list):  # jsonio.rows_of_json's rule for an array's elements
+            value = {"messages": value}
+        # a cell (a string) is never longer than the bytes that spell it
+        return self._check_cells(r, value) if len(raw) > self.max_cell_bytes else value
+
+    def _line_value(self, r: int, local: int, name: str, raw: bytes, first: bool) -> Any:
+        """One JSONL line as a row dict (a list: its messages), or the RowReadError saying why not."""
+        try:
+            value = (self.decode and self.decode(raw)) or loads(raw, "utf-8-sig" if first else "utf-8", blank={})
+        except RecursionError:
+            return RowReadError(f"row {r} (line {local + 1} of {name})", _TOO_DEEP)
+        except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
+            col = f", column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
+            return RowReadError(f"row {r} (line {local + 1}{col} of {name})", f"invalid JSON: {e}")
+        value = {"messages": value} if isinstance(value, list) else value
+        if not isinstance(value, dict):
+            return RowReadError(f"row {r} (line {local + 1} of {name})",
+                                f"expected a JSON object, got {type(value).__name__}")
+        return value  # no cell check: lines over the cell limit are refused unread, and a cell is shorter
+
+    def _check_cells(self, r: int, value: Any) -> Any:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                if isinstance(v, str) and len(v) > self.max_cell_bytes:
+                    return RowReadError(f"row {r} .{k}", f"cell is {len(v) / 1048576:.1f} MB, over the "
+                                                         f"{self.max_cell_bytes / 1048576:g} MB cell limit; not read")
+        return value
