@@ -9,10 +9,32 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-__all__ = ["Settings", "REPO_ROOT", "SAMPLE_DIR", "LOW_LOGPROB", "env_flag", "TRUE_WORDS", "FALSE_WORDS"]
+__all__ = ["Settings", "REPO_ROOT", "SAMPLE_DIR", "IN_CHECKOUT", "DATA_DIR", "CACHE_DIR", "user_dir", "LOW_LOGPROB",
+           "env_flag", "TRUE_WORDS", "FALSE_WORDS"]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_DIR = REPO_ROOT / "sample_data"
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+APP_DIR_NAME = "rollout-inspector"
+
+
+def user_dir(kind: str, environ: dict[str, str] | None = None) -> Path:
+    """This app's per-user folder of ``kind`` ``"data"`` or ``"cache"``, as the XDG base directory spec
+    places them: ``$XDG_DATA_HOME`` (else ``~/.local/share``) or ``$XDG_CACHE_HOME`` (else ``~/.cache``),
+    then ``rollout-inspector``. A relative XDG value is ignored, as the spec says."""
+    env = os.environ if environ is None else environ
+    var, fallback = {"data": ("XDG_DATA_HOME", (".local", "share")), "cache": ("XDG_CACHE_HOME", (".cache",))}[kind]
+    base = env.get(var, "")
+    return (Path(base) if base and Path(base).is_absolute() else Path.home().joinpath(*fallback)) / APP_DIR_NAME
+
+
+# Run from the repository (a clone: pyproject.toml and sample_data/ beside the package), every path stays where
+# the Makefile, the scripts and the tests expect it. Installed (`pip install`: the package inside site-packages),
+# the bundled samples are the package's own data (pyproject.toml maps sample_data/ to viewer/sample_data/) and
+# what the app writes goes to per-user folders: nothing is ever written inside site-packages.
+IN_CHECKOUT = (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "sample_data").is_dir()
+SAMPLE_DIR = REPO_ROOT / "sample_data" if IN_CHECKOUT else PACKAGE_DIR / "sample_data"
+DATA_DIR = REPO_ROOT / "out" if IN_CHECKOUT else user_dir("data")  # capture folders (CAPTURE_OUT_ROOT overrides)
+CACHE_DIR = REPO_ROOT / ".cache" if IN_CHECKOUT else user_dir("cache")  # CPU models built for captures, rescore
 
 
 # the one default of the low-logprob threshold (functions that take ``low`` default to it)
@@ -77,6 +99,10 @@ class Settings:
     plot_defer_s: float = _setting(0.4, "VIEWER_PLOT_DEFER_S",
                                    "Seconds the plots are sent after a turn's token view, so tokens are hoverable before "
                                    "plotly's first draw blocks the page; 0 = one answer with everything.")
+    gradio_seam: bool = _setting(True, "VIEWER_GRADIO_SEAM",
+                                 "Gradio's internals that the app patches or reads for speed (viewer/ui/seam.py, "
+                                 "docs/GRADIO.md §7); off = Gradio's own behaviour throughout: slower with many "
+                                 "visitors, a closed tab's State kept Gradio's hour, Hub reads without the sign-in.")
     cache_mb: float = _setting(512.0, "VIEWER_CACHE_MB",
                                "Memory for parsed rollouts and what is derived from them (token-view payloads, plots, "
                                "drift reports) and the tokenizers loaded from folders (uploads' tokenizer/, each with "
@@ -111,7 +137,7 @@ class Settings:
     # --- capture (viewer/capture/) ---
     capture_model: str = _setting("tiny-qwen3", "CAPTURE_MODEL",
                                   "Capture model: tiny-qwen3 / smollm2 (CPU, built offline), a model folder or Hub name.")
-    capture_out_root: str = _setting(str(REPO_ROOT / "out" / "captures"), "CAPTURE_OUT_ROOT",
+    capture_out_root: str = _setting(str(DATA_DIR / "captures"), "CAPTURE_OUT_ROOT",
                                      "Folder where the Capture tab writes capture folders.")
     capture_agent_timeout_s: float = _setting(300.0, "CAPTURE_AGENT_TIMEOUT_S",
                                               "Wall-clock limit for one opencode run, in seconds.")

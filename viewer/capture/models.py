@@ -86,7 +86,9 @@ def ensure_model(name: str, python: str | Path, cache_dir: Path | None = None, l
     """Build model ``name`` into ``cache_dir/name`` with the vLLM venv's python (once; cached)."""
     if name not in MODELS:
         raise ValueError(f"unknown CPU model {name!r}; choose one of {', '.join(MODELS)}")
-    cache_dir = Path(cache_dir or repo_root() / ".cache" / "models")
+    from viewer.config import CACHE_DIR  # the repository's .cache, or the user's cache folder when installed
+
+    cache_dir = Path(cache_dir or CACHE_DIR / "models")
     out = cache_dir / name
     if (out / ".done").exists():
         return out

@@ -1,10 +1,11 @@
 """Command line: ``python -m viewer SUBCOMMAND`` (also installed as ``rollout-inspector``).
 
 One module per subcommand (:mod:`.summary`, :mod:`.drift`, :mod:`.compare`, :mod:`.capture`,
-:mod:`.rescore`, :mod:`.lint`, :mod:`.export`), each with an ``add_parser``; :mod:`.common` holds what they share: the exit codes
-and the one error → exit-code mapping, ``--json``, ``--help`` text from the settings' docs.
-docs/CLI.md documents the commands, the codes and every ``--json`` schema. Front ends only: the
-app and the library never import this package (tests/test_layering.py).
+:mod:`.rescore`, :mod:`.lint`, :mod:`.export`, :mod:`.view`: serves the app), each with an ``add_parser``;
+:mod:`.common` holds what they share: the exit codes and the one error → exit-code mapping, ``--json``,
+``--help`` text from the settings' docs. docs/CLI.md documents the commands, the codes and every ``--json``
+schema. Front ends only: the library and the UI never import this package (tests/test_layering.py); ``app.py``,
+the Space's entry, launches through :func:`.view.serve`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import os
 
 from viewer.config import Settings
 
-from . import capture, certify, compare, drift, export, lint, rescore, summary
+from . import capture, certify, compare, drift, export, lint, rescore, summary, view
 from .common import run
 
 __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
@@ -22,7 +23,7 @@ __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
 # every CLI call (set before anything imports transformers).
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
-SUBCOMMANDS = (summary, drift, compare, capture, rescore, certify, lint, export)
+SUBCOMMANDS = (summary, drift, compare, capture, rescore, certify, lint, export, view)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,12 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for module in SUBCOMMANDS:
         module.add_parser(sub)
+    parser.subcommands = sub.choices  # name -> its parser (main reports a stray option with that one's usage)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)  # argparse exits 2 (common.BAD_INPUT) on usage errors
+    args, extra = parser.parse_known_args(argv)  # argparse exits 2 (common.BAD_INPUT) on usage errors
+    if extra:  # as parse_args would, but from the subcommand's parser: argparse leaves an unknown option to the
+        # top-level one when the subcommand has no required argument (`view`), whose usage names no option
+        parser.subcommands[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return run(args.func, args, Settings.from_env())
 
 

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from viewer.config import REPO_ROOT, Settings
+from viewer.config import CACHE_DIR, REPO_ROOT, Settings
 from viewer.rescore.expected import chunk_expected
 from viewer.rescore.values import RowTarget
 
 __all__ = ["TORCH_HINT", "TorchMissing", "RescoreCancelled", "torch_available", "resolve_model", "load_model",
-           "score_rows", "pick_device"]
+           "score_rows", "pick_device", "import_torch"]
 
 TORCH_HINT = ("Rescoring runs the model's forward pass and needs PyTorch, which is not installed here. Install the "
               "CPU build with `pip install -r requirements-rescore.txt` (torch==2.13.0; `pip install "
@@ -50,7 +50,8 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-def _torch():
+def import_torch():
+    """The ``torch`` module, imported on first use (seconds); :class:`TorchMissing` without it."""
     if not torch_available():
         raise TorchMissing()
     import torch
@@ -60,7 +61,7 @@ def _torch():
 
 def pick_device(device: str = "auto") -> str:
     """``auto``: CUDA when present, else CPU."""
-    torch = _torch()
+    torch = import_torch()
     if device in ("", "auto", None):
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
@@ -80,7 +81,7 @@ def resolve_model(name: str, settings: Settings | None = None) -> str:
     if name in MODELS:
         settings = settings or Settings()
         python = settings.capture_vllm_python or str(REPO_ROOT / ".venv-vllm" / "bin" / "python")
-        built = REPO_ROOT / ".cache" / "models" / name / ".done"
+        built = CACHE_DIR / "models" / name / ".done"  # where ensure_model builds it
         if not built.exists() and not Path(python).exists():
             raise ValueError(f"model {name} is not built yet: it is built once (offline) by the capture "
                              f"environment's python ({python}), which `make setup` installs")
@@ -100,7 +101,7 @@ _LOAD_LOCK = threading.Lock()
 def load_model(ref: str, device: str = "auto", dtype: str = "auto") -> tuple[Any, str, str]:
     """(model, device, dtype name). ``dtype`` ``auto`` = the dtype in the model's config (what the
     sampler's engine loads by default). The last model loaded stays in memory for the next rescore."""
-    torch = _torch()
+    torch = import_torch()
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -148,7 +149,7 @@ def score_rows(model: Any, tgts: list[RowTarget], *, temperature: float = 1.0, b
     effective (T, top_p, top_k) per position) ``expected`` is filled with row → the Δ those settings
     make by construction (:func:`viewer.rescore.expected.chunk_expected`, from the same logits: one
     float per position kept, never the logits)."""
-    torch = _torch()
+    torch = import_torch()
     device = next(model.parameters()).device
     base = getattr(model, model.base_model_prefix)
     head = model.get_output_embeddings()
