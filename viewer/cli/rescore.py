@@ -11,7 +11,7 @@ import math
 from viewer.capture.models import MODELS
 from viewer.config import Settings
 from viewer.rescore import importance as IS
-from viewer.rescore.dataset import RECORDED, _recorded
+from viewer.rescore.dataset import RECORDED, recorded_rescore
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
 from .rescore_dataset import add_dataset_options, run_dataset, wants_dataset
@@ -106,7 +106,7 @@ def _cmd_rescore(args: argparse.Namespace, settings: Settings) -> int:
     # the tokenizer the app reads this rollout with; only trl-message re-renders prompts through it
     choice = tokenizer_for(ro, settings, args.tokenizer, load=spec.mode == "trl-message")
     try:
-        res = _recorded(ro, settings) if recorded else rescore(
+        res = recorded_rescore(ro, settings) if recorded else rescore(
             ro, args.model, settings, spec=spec, tok=choice.tokenizer if spec.mode == "trl-message" else None,
             device=args.device, dtype=args.dtype, temperature=args.temperature)
     except (TorchMissing, BudgetExceeded):

@@ -17,12 +17,14 @@ from viewer.drift.values import ChangedSpan, PrefixCheck, RenderComparison, Roun
 from viewer.rollout import Turn
 from viewer.tokenizer import render_prompt_text, token_table
 
-__all__ = ["roundtrip", "template_check", "prefix_audit"]
+__all__ = ["roundtrip", "template_check", "prefix_audit", "oov_reason", "chat_kwargs", "need_tokenizer",
+           "roundtrip_result", "render_text", "template_unchecked"]
 
 _WINDOW = 12  # tokens either side in context windows
 
 
-def _oov_reason(ids: Sequence[int], n_vocab: int) -> str | None:
+def oov_reason(ids: Sequence[int], n_vocab: int) -> str | None:
+    """Why ``ids`` cannot be checked with a vocabulary of ``n_vocab`` (ids outside it), or None."""
     if not ids:
         return None
     lo, hi = min(ids), max(ids)
@@ -38,7 +40,8 @@ def _window(ids: Sequence[int], at: int, table, radius: int = _WINDOW) -> Window
     return Window(lo, sl, table.texts(sl), table.decode_bytes(sl).decode("utf-8", errors="replace"))
 
 
-def _chat_kwargs(turn: Turn) -> dict[str, Any]:
+def chat_kwargs(turn: Turn) -> dict[str, Any]:
+    """The request's ``chat_template_kwargs`` (a copy; {} when it sent none)."""
     kw = turn.request.get("chat_template_kwargs") if isinstance(turn.request, dict) else None
     return dict(kw) if isinstance(kw, dict) else {}
 
@@ -48,7 +51,8 @@ def _add_generation_prompt(turn: Turn) -> bool:
     return True if v is None else bool(v)
 
 
-def _need_tokenizer(tok) -> str | None:
+def need_tokenizer(tok) -> str | None:
+    """Why a check that needs a tokenizer cannot run (none loaded), or None."""
     return None if tok is not None else "no tokenizer for this rollout"
 
 
@@ -148,8 +152,10 @@ def _spans(ids: list[int], re_ids: list[int], table, text: str,
     return spans
 
 
-def _roundtrip_result(ids: list[int], text: str, re_ids: list[int], table,
+def roundtrip_result(ids: list[int], text: str, re_ids: list[int], table,
                       logprobs: Sequence[float | None] | None) -> RoundTrip:
+    """The round trip's value from the sampled ``ids``, their decoded ``text`` and its re-encoding ``re_ids``
+    (the drift scan decodes and encodes a whole batch at once, then builds each turn's value here)."""
     rt = RoundTrip(equal=re_ids == ids, n_sampled=len(ids), n_reencoded=len(re_ids), text=text,
                    reencoded_ids=re_ids)
     if rt.equal:
@@ -167,30 +173,32 @@ def _roundtrip_result(ids: list[int], text: str, re_ids: list[int], table,
 def roundtrip(turn: Turn, tok) -> RoundTrip:
     """``decode(output_ids, skip_special_tokens=False)`` → ``encode(text, add_special_tokens=False)``
     compared with the sampled ids, mismatches grouped into :class:`ChangedSpan` values."""
-    reason = _need_tokenizer(tok)
+    reason = need_tokenizer(tok)
     if reason:
         return RoundTrip(equal=None, unchecked=reason)
     ids = list(turn.output_ids)
     if not ids:
         return RoundTrip(equal=None, unchecked="empty output (no sampled ids)")
     table = token_table(tok)
-    reason = _oov_reason(ids, len(table))
+    reason = oov_reason(ids, len(table))
     if reason:
         return RoundTrip(equal=None, n_sampled=len(ids), unchecked=reason)
     text = tok.decode(ids, skip_special_tokens=False)
     re_ids = list(tok(text, add_special_tokens=False)["input_ids"])
-    return _roundtrip_result(ids, text, re_ids, table, turn.logprobs)
+    return roundtrip_result(ids, text, re_ids, table, turn.logprobs)
 
 
 # --------------------------------------------------------------------------------------
 # B. Prompt re-render
 # --------------------------------------------------------------------------------------
 
-def _render_text(turn: Turn, tok, variant: str, limits=None) -> str:
-    """``limits``: the budgets in force (None: read from the settings, per call; a scan reads them once)."""
+def render_text(turn: Turn, tok, variant: str, limits=None) -> str:
+    """The turn's prompt re-rendered as ``variant`` renders it (``vllm`` or ``plain``: TRL's harness, see
+    :func:`template_check`). ``limits``: the budgets in force (None: read from the settings, per call; a scan
+    reads them once)."""
     if variant == "vllm":
         return render_prompt_text(tok, turn.messages, tools=turn.tools or None,
-                                  chat_template_kwargs=_chat_kwargs(turn), normalize_tool_arguments=True,
+                                  chat_template_kwargs=chat_kwargs(turn), normalize_tool_arguments=True,
                                   add_generation_prompt=_add_generation_prompt(turn), limits=limits)
     # TRL's harness: messages + tools only, arguments verbatim, no kwargs
     return render_prompt_text(tok, turn.messages, tools=turn.tools or None, chat_template_kwargs=None,
@@ -210,7 +218,8 @@ def _compare_render(stored: list[int], rendered: list[int], variant: str, tok) -
     return rc
 
 
-def _template_unchecked(turn: Turn, tok) -> str | None:
+def template_unchecked(turn: Turn, tok) -> str | None:
+    """Why the prompt re-render cannot be checked on ``turn`` (no tokenizer, template, ids, messages), or None."""
     if tok is None:
         return "no tokenizer for this rollout"
     if turn.prompt_source not in ("engine", "stored"):
@@ -221,7 +230,7 @@ def _template_unchecked(turn: Turn, tok) -> str | None:
         return "no request messages to re-render"
     if not getattr(tok, "chat_template", None):
         return "tokenizer has no chat template"
-    return _oov_reason(turn.prompt_ids, len(token_table(tok)))
+    return oov_reason(turn.prompt_ids, len(token_table(tok)))
 
 
 def template_check(turn: Turn, tok, *, plain: bool = True) -> TemplateCheck:
@@ -232,15 +241,15 @@ def template_check(turn: Turn, tok, *, plain: bool = True) -> TemplateCheck:
     render is reported in that variant's ``error`` (and ``unchecked`` for the vLLM one).
     """
     tc = TemplateCheck(prompt_source=turn.prompt_source, equal=None, stored_len=len(turn.prompt_ids),
-                       chat_template_kwargs=_chat_kwargs(turn))
-    tc.unchecked = _template_unchecked(turn, tok)
+                       chat_template_kwargs=chat_kwargs(turn))
+    tc.unchecked = template_unchecked(turn, tok)
     if tc.unchecked:
         return tc
     stored = list(turn.prompt_ids)
     texts: dict[str, str] = {}
     for variant in (("vllm", "plain") if plain else ("vllm",)):
         try:
-            texts[variant] = _render_text(turn, tok, variant)
+            texts[variant] = render_text(turn, tok, variant)
         except Exception as e:  # a template error is data, not a crash
             rc = RenderComparison(variant=variant, equal=None, error=f"template failed to render: {e}")
             setattr(tc, variant, rc)
@@ -286,7 +295,7 @@ def prefix_audit(prev: Turn | None, nxt: Turn, tok) -> PrefixCheck:
         pc.unchecked = "no tokenizer: cause not classified"
         return pc
     table = token_table(tok)
-    bad = _oov_reason(held, len(table)) or _oov_reason(nxt.prompt_ids, len(table))
+    bad = oov_reason(held, len(table)) or oov_reason(nxt.prompt_ids, len(table))
     if bad:
         pc.unchecked = bad
         return pc

@@ -12,9 +12,10 @@ from typing import Any
 
 from viewer.config import Settings
 from viewer.drift.results import ScanError, ScanResult, TokenizerUsed
+from viewer.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
 from viewer.rollout import Rollout
 
-__all__ = ["ScanInputError", "discover", "iter_rollouts", "scan_source"]
+__all__ = ["ScanInputError", "discover", "iter_rollouts", "scan_source", "is_data_file", "merge_counts", "TokenizerCache"]
 
 
 class ScanInputError(Exception):
@@ -26,15 +27,9 @@ class ScanInputError(Exception):
         self.not_found = not_found
 
 
-def _is_data_file(spec: str) -> bool:
+def is_data_file(spec: str) -> bool:
     """A parquet / JSONL file: many rows, one rollout each (a .json file is read as a capture)."""
     return Path(spec).suffix.lower() in (".parquet", ".jsonl", ".ndjson") and Path(spec).is_file()
-
-
-def _is_capture(p: Path) -> bool:
-    from viewer.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
-
-    return is_capture_dir(p)
 
 
 def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
@@ -52,14 +47,14 @@ def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
     p = Path(text).expanduser()
     if not p.exists():
         raise ScanInputError(f"{p}: no such file or folder", not_found=True)
-    if p.is_file() or _is_capture(p):
+    if p.is_file() or is_capture_dir(p):
         return [str(p)]
     found: list[str] = []
     for root, dirs, _files in os.walk(p):
         prune(p, root, dirs, settings)
         dirs.sort()
         here = Path(root)
-        if _is_capture(here):
+        if is_capture_dir(here):
             found.append(str(here))
             dirs.clear()  # a capture folder is a leaf
     if not found:
@@ -116,7 +111,7 @@ class _Rollouts:
     def total(self) -> int | None:
         """How many rollouts the scan will read: None when unknown (a dataset read row by row
         without --limit; before, that was reported as 1 and progress read "5/1")."""
-        if len(self.specs) == 1 and (self.specs[0].startswith("hf://") or _is_data_file(self.specs[0])):
+        if len(self.specs) == 1 and (self.specs[0].startswith("hf://") or is_data_file(self.specs[0])):
             return self.limit
         return min(len(self.specs), self.limit) if self.limit else len(self.specs)
 
@@ -137,7 +132,7 @@ class _Rollouts:
             if self.limit is not None and n >= self.limit:
                 return
             try:
-                if spec.startswith("hf://") or _is_data_file(spec):
+                if spec.startswith("hf://") or is_data_file(spec):
                     for r in _dataset_rollouts(spec, self.settings, self.limit, self.errors):
                         yield self._noted(r)
                         n += 1
@@ -173,7 +168,7 @@ def iter_rollouts(source: str | Path, settings: Settings | None = None, limit: i
     return _Rollouts(discover(source, settings), settings or Settings(), limit)
 
 
-def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
+def merge_counts(into: dict[str, Any], part: dict[str, Any]) -> None:
     """Add one scan result's totals into another (ints summed, dicts merged by key)."""
     for k, v in part.items():
         if k == "cancelled":
@@ -186,7 +181,7 @@ def _merge(into: dict[str, Any], part: dict[str, Any]) -> None:
             into[k] = into.get(k, 0) + v
 
 
-class _TokenizerCache:
+class TokenizerCache:
     """One tokenizer per (model, capture tokenizer folder, derived view's tokenizer), resolved once per scan."""
 
     def __init__(self, settings: Settings):
@@ -271,7 +266,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
             raise ScanInputError(f"tokenizer {tokenizer!r} could not be loaded: {fixed.message}")
     else:
         fixed = None
-    pick = (lambda r: fixed) if fixed is not None else _TokenizerCache(settings)
+    pick = (lambda r: fixed) if fixed is not None else TokenizerCache(settings)
     total = rollouts.total() if hasattr(rollouts, "total") else len(rollouts)
     out: dict[str, Any] = {"turns": [], "totals": {}, "trainer": new_trainer_block(thr),
                            "gradient": new_gradient_block()}
@@ -304,7 +299,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
             rec["tokenizer"] = choice.name
         out["turns"].extend(res["turns"])
         cancelled = res["totals"].pop("cancelled", False)
-        _merge(out["totals"], res["totals"])
+        merge_counts(out["totals"], res["totals"])
         merge_trainer(out["trainer"], res["trainer"])
         merge_gradient(out["gradient"], res["gradient"])
         names.setdefault(choice.name, choice.message)

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from viewer.config import Settings
 from viewer.drift.results import ScanError, TokenizerUsed
 
-__all__ = ["scan_with_ray", "plan_blocks", "ray_available"]
+__all__ = ["scan_with_ray", "plan_blocks", "ray_available", "init_ray"]
 
 _PKG = Path(__file__).resolve().parent.parent  # the viewer package, shipped to cluster workers
 
@@ -58,10 +58,10 @@ def ray_available() -> str | None:
 def plan_blocks(source: str | Path, settings: Settings, limit: int | None = None) -> list[dict[str, Any]]:
     """The blocks of SOURCE: ``{"spec"}`` (scan it whole) or ``{"spec", "rows"}`` (those rows of a
     parquet data file, one row group's worth)."""
-    from viewer.drift.corpus import _is_data_file, discover
+    from viewer.drift.corpus import is_data_file, discover
 
     specs = discover(source, settings)
-    if len(specs) == 1 and _is_data_file(specs[0]) and specs[0].lower().endswith(".parquet"):
+    if len(specs) == 1 and is_data_file(specs[0]) and specs[0].lower().endswith(".parquet"):
         return _parquet_blocks(specs[0], settings, limit)
     return [{"spec": s, "rows": None} for s in (specs[:limit] if limit else specs)]
 
@@ -142,7 +142,7 @@ class _Scanner:
         return pa.concat_tables(out)
 
 
-def _init_ray(settings: Settings, address: str | None) -> bool:
+def init_ray(settings: Settings, address: str | None) -> bool:
     """Connect to ``address`` / ``RAY_ADDRESS``, or start an embedded local Ray. True if we started
     (or connected) it here and must shut it down."""
     import logging
@@ -196,7 +196,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
     from viewer.drift.costs import merge_gradient, new_gradient_block
     from viewer.drift.scan import merge_trainer
     from viewer.drift.scanout import ParquetSink, records_from_table
-    from viewer.drift.corpus import _merge
+    from viewer.drift.corpus import merge_counts
 
     settings = settings or Settings()
     blocks = plan_blocks(source, settings, limit)
@@ -205,7 +205,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
                            "gradient": new_gradient_block(), "errors": []}
     names: dict[str, str] = {}
     sink = ParquetSink(out)
-    started = _init_ray(settings, address)
+    started = init_ray(settings, address)
     try:
         import ray.data
 
@@ -228,7 +228,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
                     res["turns"].extend(records_from_table(turns))
                 for s in batch.filter(pc.invert(is_turn)).column("summary").to_pylist():
                     part = json.loads(s)
-                    _merge(res["totals"], part["totals"])
+                    merge_counts(res["totals"], part["totals"])
                     if part["trainer"] is not None:
                         merge_trainer(res["trainer"], part["trainer"])
                     if part.get("gradient") is not None:

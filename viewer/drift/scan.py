@@ -13,7 +13,7 @@ from typing import Any
 
 from viewer.drift.causes import classify_divergence, common_prefix
 from viewer.drift.costs import merge_gradient, new_gradient_block, rollout_costs
-from viewer.drift.checks import _need_tokenizer, _oov_reason, _render_text, _roundtrip_result, _template_unchecked
+from viewer.drift.checks import need_tokenizer, oov_reason, render_text, roundtrip_result, template_unchecked
 from viewer.drift.checks import prefix_audit
 from viewer.drift.trainer import TrainerRows, check_args, choose_spec, trainer_rows
 from viewer.config import Settings
@@ -127,8 +127,8 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
     rt_todo: list[int] = []
     rt_res: dict[int, dict[str, Any]] = {}
     for n, (_, t, _) in enumerate(items):
-        reason = (_need_tokenizer(tok) or ("empty output (no sampled ids)" if not t.output_ids else None)
-                  or (_oov_reason(t.output_ids, len(table)) if table is not None else None))
+        reason = (need_tokenizer(tok) or ("empty output (no sampled ids)" if not t.output_ids else None)
+                  or (oov_reason(t.output_ids, len(table)) if table is not None else None))
         if reason:
             rt_res[n] = RetokenizeResult(equal=None, first_mismatch=None, changed_spans=0, cause=None,
                                          unchecked=reason)
@@ -145,12 +145,12 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
     limits = Settings.from_env().limits()  # once a chunk, not per render (it reads every variable)
     render_texts: list[str] = []
     for n, (_, t, _) in enumerate(items):
-        reason = _template_unchecked(t, tok)
+        reason = template_unchecked(t, tok)
         if reason:
             tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None, unchecked=reason)
             continue
         try:
-            tv = _render_text(t, tok, "vllm", limits)
+            tv = render_text(t, tok, "vllm", limits)
         except Exception as e:
             tp_res[n] = TemplateResult(equal=None, first_mismatch=None, cause=None,
                                        unchecked=f"template failed to render: {e}")
@@ -159,7 +159,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
         render_texts.append(tv)
         if plain:
             try:
-                tpl = _render_text(t, tok, "plain", limits)
+                tpl = render_text(t, tok, "plain", limits)
             except Exception as e:
                 tp_res[n] = {"plain_error": f"template failed to render: {e}"}
                 continue
@@ -172,7 +172,7 @@ def _scan_chunk(chunk: list[tuple[str, Rollout]], tok, table, plain: bool,
         if rid == ids:
             rt_res[n] = RetokenizeResult(equal=True, first_mismatch=None, changed_spans=0, cause=None)
         else:  # the expensive aligned diff only where the ids differ
-            rt = _roundtrip_result(ids, text, rid, table, items[n][1].logprobs)
+            rt = roundtrip_result(ids, text, rid, table, items[n][1].logprobs)
             rt_res[n] = RetokenizeResult(equal=False, first_mismatch=rt.first_mismatch,
                                          changed_spans=len(rt.changed_spans), cause=rt.cause)
     for (n, variant), rid in zip(tp_todo, rendered):

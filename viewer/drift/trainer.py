@@ -29,7 +29,8 @@ from viewer.drift.rows import FORK_THRESHOLD_TOKENS, Rows, Tally, TrainerTurn, s
 from viewer.rollout import Rollout, Turn
 
 __all__ = ["MESSAGE", "CONTRACT", "MODES", "TRAIN_TURNS", "TRL_VERSIONS", "TrainerSpec", "TrainerSpecError", "Excluded",
-           "TrainerRows", "check_args", "choose_spec", "message_prompt_ids", "trainer_inputs", "trainer_rows"]
+           "TrainerRows", "check_args", "choose_spec", "message_prompt_ids", "request_messages", "trainer_inputs",
+           "trainer_rows"]
 
 MESSAGE, CONTRACT = "trl-message", "trl-contract"
 MODES = (MESSAGE, CONTRACT)
@@ -170,7 +171,7 @@ def _tool_calls(turn: Turn) -> bool:
     return bool(turn.response.get("tool_calls"))
 
 
-def _request_messages(turn: Turn) -> tuple[list[dict[str, Any]], Any]:
+def request_messages(turn: Turn) -> tuple[list[dict[str, Any]], Any]:
     """The request's messages and tools exactly as sent (TRL passes them through unchanged)."""
     req = turn.request if isinstance(turn.request, dict) else {}
     msgs = req.get("messages") if isinstance(req.get("messages"), list) else turn.messages
@@ -195,7 +196,7 @@ def message_prompt_ids(tok, turn: Turn) -> list[int]:
     (also what ``compare`` uses for prompts recorded without engine ids)."""
     from viewer.tokenizer import render_prompt_ids
 
-    msgs, tools = _request_messages(turn)
+    msgs, tools = request_messages(turn)
     # the same text and ids as apply_chat_template(tokenize=True), rendered within the template budgets
     # (the template may be a capture's own; issue 26)
     ids = render_prompt_ids(tok, msgs, tools=tools, normalize_tool_arguments=False, add_generation_prompt=True)

@@ -29,7 +29,7 @@ from typing import Any
 
 from viewer.drift.rows import Rows, TrainerTurn, stitch
 from viewer.drift.trainer import CONTRACT, DEFAULT_FORK_THRESHOLD, MESSAGE, PER_TOKEN_MASK, TrainerRows, TrainerSpec
-from viewer.drift.trainer import _request_messages, trainer_inputs
+from viewer.drift.trainer import request_messages, trainer_inputs
 
 __all__ = ["WHATIFS", "measure_whatifs", "spell_special_tokens"]
 
@@ -122,21 +122,21 @@ def _with_outputs(turns: list[TrainerTurn], fn, table) -> tuple[list[TrainerTurn
 
 
 def _rerender(rollout, turns: list[TrainerTurn], tok, *, kwargs: bool, normalize: bool) -> list[TrainerTurn]:
-    from viewer.drift.checks import _chat_kwargs
+    from viewer.drift.checks import chat_kwargs
     from viewer.tokenizer import render_prompt_ids
 
     out = []
     for t in turns:
         turn = rollout.turn(t.turn)
-        msgs, tools = _request_messages(turn)
-        ids = render_prompt_ids(tok, msgs, tools=tools, chat_template_kwargs=_chat_kwargs(turn) if kwargs else None,
+        msgs, tools = request_messages(turn)
+        ids = render_prompt_ids(tok, msgs, tools=tools, chat_template_kwargs=chat_kwargs(turn) if kwargs else None,
                                 normalize_tool_arguments=normalize, add_generation_prompt=True)
         out.append(replace(t, prompt_ids=[int(x) for x in ids]))
     return out
 
 
 def _message_whatifs(rollout, tr: TrainerRows, tok, run) -> list[dict[str, Any]]:
-    from viewer.drift.checks import _chat_kwargs
+    from viewer.drift.checks import chat_kwargs
 
     base, turns, res = tr.rows, tr.inputs, []
     agent = [rollout.turn(t.turn) for t in turns]
@@ -145,11 +145,11 @@ def _message_whatifs(rollout, tr: TrainerRows, tok, run) -> list[dict[str, Any]]
     else:
         res.append(_result("engine_prompt_ids", base, reason="no engine prompt ids recorded (e.g. an interception "
                                                              "proxy without vLLM's return_token_ids)"))
-    if any(_chat_kwargs(a) for a in agent):
+    if any(chat_kwargs(a) for a in agent):
         res.append(run("replay_template_kwargs", lambda: _rerender(rollout, turns, tok, kwargs=True, normalize=False)))
     else:
         res.append(_result("replay_template_kwargs", base, reason="the requests carry no chat_template_kwargs"))
-    if any(m.get("tool_calls") for a in agent for m in _request_messages(a)[0] if isinstance(m, dict)):
+    if any(m.get("tool_calls") for a in agent for m in request_messages(a)[0] if isinstance(m, dict)):
         res.append(run("normalize_tool_arguments",
                        lambda: _rerender(rollout, turns, tok, kwargs=False, normalize=True)))
     else:

@@ -24,7 +24,7 @@ from viewer.rescore import importance as IS
 from viewer.rollout import Rollout
 
 __all__ = ["RescoreOptions", "TOKEN_FIELDS", "token_schema", "empty_columns", "rescore_rollouts", "rescore_dataset",
-           "is_dataset_source", "AUTO_MODEL", "RECORDED"]
+           "is_dataset_source", "AUTO_MODEL", "RECORDED", "named_rollouts", "recorded_rescore"]
 
 AUTO_MODEL = "auto"  # --model auto: each rollout with the model it was sampled from (Rollout.model)
 RECORDED = "recorded"  # --model recorded: the trainer logprobs the file holds (viewer.rescore.recorded), no model
@@ -82,13 +82,14 @@ def is_dataset_source(source: str) -> bool:
     rescored as a dataset. A capture folder or a trace file is one rollout (the per-turn rescore)."""
     from pathlib import Path
 
-    from viewer.drift.corpus import _is_capture, _is_data_file
+    from viewer.drift.corpus import is_data_file
+    from viewer.layout import is_capture_dir
 
     text = str(source)
     if text.startswith("hf://"):
         return True
     p = Path(text).expanduser()
-    return (p.is_dir() and not _is_capture(p)) or _is_data_file(str(p))
+    return (p.is_dir() and not is_capture_dir(p)) or is_data_file(str(p))
 
 
 def _finite(v: Any) -> bool:
@@ -103,7 +104,7 @@ def add_tokens(cols: dict[str, list[Any]], name: str, rollout: Rollout, res: Any
                clip_min: float | None, clip_max: float | None) -> int:
     """Append one rescored rollout's trained tokens to ``cols``; returns how many. Ratios per mode are
     TRL's on this rollout's rows (a token mode's ratio is the token's own; a sequence mode's, its row's)."""
-    rows = IS._rescore_rows(res)  # (row, [(position, turn, id, sampler, trainer)]) in TRL's batch order
+    rows = IS.scored_rows(res)  # (row, [(position, turn, id, sampler, trainer)]) in TRL's batch order
     batch = IS.batch_from_rescore(res)
     per_mode: dict[str, Any] = {}
     for mode in IS.MODES:
@@ -137,7 +138,7 @@ class _Tokenizers:
     scan's cache, or the one ``--tokenizer`` override."""
 
     def __init__(self, settings: Settings, override: str | None):
-        from viewer.drift.corpus import _TokenizerCache
+        from viewer.drift.corpus import TokenizerCache
 
         self.fixed = None
         if override:
@@ -146,7 +147,7 @@ class _Tokenizers:
             self.fixed = resolve_tokenizer(None, override)
             if self.fixed.tokenizer is None:
                 raise ValueError(f"tokenizer {override!r} could not be loaded: {self.fixed.message}")
-        self.cache = _TokenizerCache(settings)
+        self.cache = TokenizerCache(settings)
 
     def __call__(self, r: Rollout):
         return (self.fixed or self.cache(r)).tokenizer
@@ -181,9 +182,9 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
                            "tokenizers": {}, "cancelled": False}
     toks = _Tokenizers(settings, opts.tokenizer)
     if opts.threads and opts.model != RECORDED:
-        from viewer.rescore.model import _torch
+        from viewer.rescore.model import import_torch
 
-        _torch().set_num_threads(int(opts.threads))
+        import_torch().set_num_threads(int(opts.threads))
     lim = settings.limits()
     done = 0
     for name, r in rollouts:
@@ -194,7 +195,7 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
             spec = choose_spec(r, opts.trainer, opts.train_turns, opts.fork_threshold)
             tok = toks(r) if spec.mode == "trl-message" else None
             model = _model_for(r, opts)
-            res = _recorded(r, settings) if model == RECORDED else rescore(
+            res = recorded_rescore(r, settings) if model == RECORDED else rescore(
                 r, model, settings, spec=spec, tok=tok, device=opts.device, dtype=opts.dtype,
                 temperature=opts.temperature, cancel=cancel)
         except (ValueError, RuntimeError, OSError, SourceError, BudgetExceeded) as e:
@@ -227,7 +228,7 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
     return out
 
 
-def _named(rollouts: Iterable[Rollout]) -> Iterable[tuple[str, Rollout]]:
+def named_rollouts(rollouts: Iterable[Rollout]) -> Iterable[tuple[str, Rollout]]:
     """(name, rollout): the rollout's source, made unique as the drift scan does (``#n``)."""
     seen: set[str] = set()
     for n, r in enumerate(rollouts):
@@ -238,7 +239,7 @@ def _named(rollouts: Iterable[Rollout]) -> Iterable[tuple[str, Rollout]]:
         yield name, r
 
 
-def _recorded(r: Rollout, settings: Settings) -> Any:
+def recorded_rescore(r: Rollout, settings: Settings) -> Any:
     """``--model recorded``: the rollout's own trainer logprobs (a prime-rl token export), no model run."""
     from viewer.rescore.recorded import recorded_result
 
@@ -290,7 +291,7 @@ def rescore_dataset(source: str, settings: Settings | None = None, opts: Rescore
         if progress is not None:
             progress(done + len(rollouts.errors), total)
 
-    res = rescore_rollouts(_named(rollouts), settings, opts, progress=prog, cancel=cancel)
+    res = rescore_rollouts(named_rollouts(rollouts), settings, opts, progress=prog, cancel=cancel)
     res["errors"] = list(rollouts.errors) + res["errors"]
     if not res["rollouts"] and not res["cancelled"]:
         raise ScanInputError(nothing_rescored(source, res["errors"]))

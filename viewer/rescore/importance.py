@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["MODES", "DEFAULT_MODE", "DEFAULT_CLIP_MAX", "DEFAULT_CLIP_MIN", "METRICS", "IsResult", "check_bounds",
-           "importance", "kl", "effect", "batch_from_rescore", "tokens_from_rescore", "marks"]
+           "importance", "kl", "effect", "batch_from_rescore", "tokens_from_rescore", "marks", "scored_rows"]
 
 MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 # TRL 1.16 GRPOConfig's defaults (tests/test_importance.py reads them from TRL itself and must agree)
@@ -186,7 +186,7 @@ def effect(rows: Sequence[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]], c
     return out
 
 
-def _rescore_rows(result: Any) -> list[tuple[int, list[tuple[int, int, int, float, float | None]]]]:
+def scored_rows(result: Any) -> list[tuple[int, list[tuple[int, int, int, float, float | None]]]]:
     """(row, its trained tokens as (position, turn, id, sampler, trainer) in row order) for every trainer
     row of ``result``, rows a cancelled rescore did not score left out."""
     by_row: dict[int, list] = {r: [] for r in range(result.rows)}
@@ -201,14 +201,14 @@ def batch_from_rescore(result: Any) -> list[tuple[list[Any], list[Any], list[int
     its trained tokens (mask 1) in row order; a row with no trained token is an all-masked sequence (it
     counts in the sequence modes' metrics, ratio 1). Rows a cancelled rescore did not score are left out."""
     return [([x[3] for x in toks], [x[4] for x in toks], [1] * len(toks)) if toks else ([math.nan], [math.nan], [0])
-            for _, toks in _rescore_rows(result)]
+            for _, toks in scored_rows(result)]
 
 
 def tokens_from_rescore(result: Any, res: IsResult) -> list[dict[str, Any]]:
     """Every trained token with its row, turn, row position, id, both logprobs and the ratio applied
     (``res`` computed on :func:`batch_from_rescore` of the same result)."""
     out = []
-    for k, (row, toks) in enumerate(_rescore_rows(result)):
+    for k, (row, toks) in enumerate(scored_rows(result)):
         for i, (p, turn, tid, s, v) in enumerate(toks):
             out.append({"row": row, "turn": turn, "position": p, "id": tid, "sampler": _num(s), "trainer": _num(v),
                         "ratio": _num(float(res.ratio[k][i]))})
@@ -219,7 +219,7 @@ def marks(result: Any, mode: str, clip_min: float | None, clip_max: float | None
     """(row, position) → (ratio applied, changed by the bounds) for every trained token of a rescore."""
     res = importance(batch_from_rescore(result), mode, clip_min, clip_max)
     out = {}
-    for k, (row, toks) in enumerate(_rescore_rows(result)):
+    for k, (row, toks) in enumerate(scored_rows(result)):
         ch = res.changed(k)
         for i, x in enumerate(toks):
             out[(row, x[0])] = (float(res.ratio[k][i]), bool(ch[i]))

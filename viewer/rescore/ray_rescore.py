@@ -25,7 +25,7 @@ __all__ = ["rescore_with_ray", "rescore_block"]
 def rescore_block(block: dict[str, Any], settings: Settings, opts: RescoreOptions) -> dict[str, Any]:
     """Rescore one block (a capture folder / file, or some rows of a data file) with the local engine."""
     from viewer.drift.corpus import ScanInputError, iter_rollouts
-    from viewer.rescore.dataset import _named, rescore_rollouts
+    from viewer.rescore.dataset import named_rollouts, rescore_rollouts
 
     errors: list[dict[str, str]] = []
     if block.get("rows") is None:
@@ -45,7 +45,7 @@ def rescore_block(block: dict[str, Any], settings: Settings, opts: RescoreOption
             except SourceError as e:
                 errors.append({"source": f"{block['spec']} row {row}", "error": e.message})
         read = None
-    res = rescore_rollouts(_named(rollouts), settings, opts)
+    res = rescore_rollouts(named_rollouts(rollouts), settings, opts)
     res["errors"] = errors + (list(read.errors) if read is not None else []) + res["errors"]
     return res
 
@@ -89,7 +89,7 @@ def rescore_with_ray(source: str, settings: Settings | None = None, opts: Rescor
     local run's), rollouts counted per block. Raises ScanInputError without Ray or when no rollout
     could be rescored."""
     from viewer.drift.corpus import ScanInputError
-    from viewer.drift.ray_engine import _init_ray, plan_blocks, require_ray
+    from viewer.drift.ray_engine import init_ray, plan_blocks, require_ray
     from viewer.rescore.dataset import check_model, nothing_rescored, token_schema
 
     ray = require_ray()
@@ -103,15 +103,15 @@ def rescore_with_ray(source: str, settings: Settings | None = None, opts: Rescor
     if not opts.threads:  # the local engine's thread count: the same rounding, so the same table
         from dataclasses import replace
 
-        from viewer.rescore.model import _torch
+        from viewer.rescore.model import import_torch
 
-        opts = replace(opts, threads=_torch().get_num_threads())
+        opts = replace(opts, threads=import_torch().get_num_threads())
     blocks = plan_blocks(source, settings, limit)
     total = sum(len(b["rows"]) if b["rows"] is not None else 1 for b in blocks)
     parts: dict[int, dict[str, Any]] = {}  # block index -> its summary row (the block is complete)
     toks: list[Any] = []
     cancelled = False
-    started = _init_ray(settings, address)
+    started = init_ray(settings, address)
     try:
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = False

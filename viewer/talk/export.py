@@ -1,7 +1,8 @@
 """What an offline export holds, as plain values: the rollouts, their turns' token-view payloads,
 drift marks, notes, and the steps a talk walks through (docs/TALK.md, "Export").
 
-:func:`viewer.render.export.export_html` turns an :class:`ExportDoc` into the one HTML file. Every
+:func:`viewer.render.export.export_html` turns an :class:`ExportDoc` into the one HTML file
+(:func:`export_rollout` and :func:`export_deck` do both steps: the library's ``export``). Every
 value here is the one the app shows: the token view's payload is :func:`viewer.render.token_view_payload`
 of :func:`viewer.views.turn_view` (the Tokens tab's own), the drift marks are the presenter's
 (:func:`viewer.drift.marks.drift_marks`), the notes are ``notes.json`` read by
@@ -22,7 +23,7 @@ from viewer.talk.common import MODES, TalkError
 from viewer.talk.deck import Deck
 
 __all__ = ["Loaded", "TurnPart", "RolloutPart", "Step", "ExportDoc", "parse_turns", "parse_tok", "load",
-           "rollout_part", "rollout_doc", "deck_doc", "MODES"]
+           "rollout_part", "rollout_doc", "deck_doc", "export_rollout", "export_deck", "MODES"]
 
 MAX_TURN_SPEC = 200  # characters of a --turns spec
 _TOK = re.compile(r"\s*(\d{1,9})\s*(?:-\s*(\d{1,9}))?\s*")
@@ -279,3 +280,33 @@ def deck_doc(deck: Deck, settings: Settings, *, tokenizer: str | None = None) ->
         ld = opened[src_row]
         parts.append(rollout_part(key, ld, settings, sorted(want.get(src_row, {})) or [], "mask"))
     return ExportDoc(f"{deck.title or 'Deck'} · Rollout Inspector", parts, steps, deck=True)
+
+
+def export_rollout(source: str | Path, settings: Settings | None = None, *, row: int | None = None,
+                   tokenizer: str | None = None, turns: Sequence[int] | None = None,
+                   tok: tuple[int, int] | None = None, mode: str = "mask", present: bool = False) -> str:
+    """One rollout as the text of one HTML file that opens offline (``export SOURCE -o FILE.html``).
+
+    ``source``: a capture folder, a trace / turns / dataset file (``row``: which row), ``sample:NAME`` or
+    ``hf://...``; ``turns`` (default: every turn), ``tok`` (tokens selected in the first) and ``mode`` (the
+    colour mode it opens in; ``delta`` needs a rescore, the command's ``--rescore``) as the command's
+    options. Raises ValueError naming what is wrong."""
+    from viewer.render.export import export_html
+
+    settings = settings or Settings()
+    ld = load(str(source), settings, row=row, tokenizer=tokenizer)
+    return export_html(rollout_doc(ld, settings, turns=turns, tok=tok, mode=mode, present=present))
+
+
+def export_deck(deck: str | Path, settings: Settings | None = None, *, tokenizer: str | None = None,
+                present: bool = False) -> str:
+    """Every step of the deck file ``deck`` (docs/TALK.md) as the text of one offline HTML file
+    (``export --deck DECK -o FILE.html``); its sources are read inside ``settings.data_root``.
+    Raises ValueError (a :class:`~viewer.talk.common.TalkError` for the deck file itself) naming what is wrong."""
+    from viewer.render.export import export_html
+    from viewer.talk.deck import parse
+
+    settings = settings or Settings()
+    doc = deck_doc(parse(Path(deck).read_bytes(), str(deck)), settings, tokenizer=tokenizer)
+    doc.present = present
+    return export_html(doc)
