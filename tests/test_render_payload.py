@@ -1,18 +1,22 @@
-"""The token view's payload from value objects (viewer/render/payload.py): its compact columns
-(``"v": 2``) read back (tests/tv_payload.py) are the JSON main built from 24 keyword arguments, byte
-for byte, and the kind codes are the JS's."""
+"""The token view's payload (viewer/render/payload.py, format in docs/ARCHITECTURE.md): written out
+by hand it is what the encoder makes; encoded then decoded it gives back the columns it was made from
+(bundled samples and hostile values); read back, its compact columns are the JSON main built from 24
+keyword arguments, byte for byte; the decoder refuses what does not add up (the browser's reader
+refuses the same: tests/test_token_payload_browser.py); the kind codes are the JS's."""
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from pathlib import Path
 
-from tv_payload import expand
+import pytest
+from tv_payload import broken_variants, expand, hostile_views
 from viewer import render
 from viewer.config import Settings
 from viewer.render.escape import safe_json
-from viewer.render.payload import Kind
+from viewer.render.payload import Kind, decode_payload, token_payload
 from viewer.rollout import TopLogprob, Turn
 from viewer.tokens import TurnTokens
 
@@ -140,11 +144,64 @@ def test_number_columns_worked_by_hand():
     d = json.loads(render.token_view_payload(turn, tt, render.ViewOptions()))
     assert d["ids"] == "Afg" + "B" + "8i0E" + "_xwe"
     assert expand(d)["ids"] == [0, 31, 32, 151644, 999999]
-    # an id that is not a non-negative number (a broken file) goes out as the list it is
-    bad = TurnTokens([5, -1], ["a", "b"], [False, False], 1, True)
-    d = json.loads(render.token_view_payload(Turn(index=0, call=1, prompt_ids=[5], output_ids=[-1]), bad,
-                                             render.ViewOptions()))
-    assert d["ids"] == [5, -1] and expand(d)["ids"] == [5, -1]
+    # 2**53 - 1, the largest number a browser reads exactly: ten groups of 31 ("_" = 63), then 7
+    edge = TurnTokens([2**53 - 1], ["a"], [False], 0, True)
+    d = json.loads(render.token_view_payload(Turn(index=0, call=1, output_ids=[2**53 - 1]), edge))
+    assert d["ids"] == "_" * 10 + "H" and expand(d)["ids"] == [2**53 - 1]
+    # an id outside 0..2**53-1 (a broken file) goes out as the list it is
+    for ids in ([5, -1], [5, 2**53]):
+        bad = TurnTokens(ids, ["a", "b"], [False, False], 1, True)
+        d = json.loads(render.token_view_payload(Turn(index=0, call=1, prompt_ids=ids[:1], output_ids=ids[1:]), bad,
+                                                 render.ViewOptions()))
+        assert d["ids"] == ids and expand(d)["ids"] == ids
+
+
+def _sample_views():
+    """Every turn of both bundled samples as the token view's values: real ids, texts, logprobs."""
+    from viewer.sources import load_source
+    from viewer.tokenizer import token_table, tokenizer_for
+    from viewer.views import turn_view
+
+    s = Settings()
+    for name in ("qwen3-tiny", "smollm2"):
+        r = load_source(REPO / "sample_data" / name, s)
+        choice = tokenizer_for(r, s)
+        table = token_table(choice.tokenizer, choice.name)
+        for t in r.turns:
+            v = turn_view(r, t.index, choice.tokenizer, table)
+            tt, p = v.tokens, v.tokens.prompt_len
+            kinds = [0] * p + [1 if m else 2 for m in (list(v.turn.loss_mask) + [0] * len(tt.ids))[:len(tt.ids) - p]]
+            yield f"{name}/turn{t.index}", render.TokenView(
+                render.Tokens(tt.ids, tt.texts, kinds, special=tt.special, oov=tt.out_of_vocab),
+                render.TurnInfo(t.index, p), render.Logprobs([None] * p + list(v.turn.logprobs)))
+
+
+def test_encoded_then_decoded_gives_back_the_columns():
+    views = {**dict(_sample_views()), **hostile_views(browser_safe=False)}
+    assert len(views) > 12 and sum(len(v.tokens.ids) for v in views.values()) > 10000
+    for name, tv in views.items():
+        n = len(tv.tokens.ids)
+        lps = (list(tv.logprobs.values) + [None] * n)[:n]
+        want = {"ids": list(tv.tokens.ids), "t": list(tv.tokens.texts), "k": list(tv.tokens.kinds),
+                # the payload's logprobs: 4 decimals, null where none is or it is not finite
+                "lp": [None if v is None or not math.isfinite(v) else round(v, 4) for v in lps],
+                "turn": tv.turn.index, "prompt_len": tv.turn.prompt_len,
+                "sp": [i for i, s in enumerate(tv.tokens.special or []) if s], "oov": list(tv.tokens.oov)}
+        got = decode_payload(token_payload(tv))
+        assert {k: got[k] for k in want} == want, name
+    assert "huge ids" in views and decode_payload(token_payload(views["huge ids"]))["ids"][:2] == [2**53, 10**30]
+
+
+def test_a_payload_that_does_not_add_up_is_refused_with_a_message():
+    good = token_payload(hostile_views()["texts"])
+    assert decode_payload(good)["t"][0] == "😀"
+    for name, bad in broken_variants(good).items():
+        with pytest.raises(ValueError) as e:
+            decode_payload(bad if isinstance(bad, str) else json.dumps(bad))
+        assert str(e.value), name
+    # and the encoder refuses columns that do not line up rather than write such a payload
+    with pytest.raises(ValueError, match="2 ids, 1 texts, 2 kinds"):
+        token_payload(render.TokenView(render.Tokens([1, 2], ["a"], [0, 1])))
 
 
 def _js_kinds() -> dict[str, int]:

@@ -1,8 +1,10 @@
-"""The compact token payload read in chromium: ``riExpandTokens`` (viewer/ui/assets/token_payload.js)
-gives the same texts, kinds and logprobs as the Python reader of tests/tv_payload.py, written apart
-from it, on hand-made turns (characters outside the BMP, empty texts, hostile text, logprob gaps) and
-on every turn of both bundled samples; the token view draws from it (the text painted is the texts
-joined, a hover names the exact text after an emoji); a payload that does not add up is refused."""
+"""The token payload read in chromium: ``riExpandTokens`` (viewer/ui/assets/token_payload.js) gives
+the same ids, texts, kinds and logprobs as the library's decoder (viewer/render/payload.py,
+``decode_payload``), written apart from it, on hand-made turns (characters outside the BMP, empty
+texts, hostile text, ids at the number columns' edges, a negative id, NaN / infinite / positive
+logprobs, an empty turn) and on every turn of both bundled samples; it refuses every broken payload
+the Python decoder refuses (tests/tv_payload.py: ``broken_variants``); the token view draws from it
+(the text painted is the texts joined, a hover names the exact text after an emoji)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +12,7 @@ import json
 import pytest
 
 from hostile import HOSTILE
-from tv_payload import expand, numbers
+from tv_payload import broken_variants, expand, hostile_views
 from viewer import render
 from viewer.config import SAMPLE_DIR, Settings
 from viewer.render.export import _asset, _host
@@ -30,7 +32,8 @@ def _hand_payloads() -> list[str]:
                 logprobs=[-0.25, None, -1.0, float("nan")] + [-2.0] * (n - 6), mask=[1, 1, 0] + [1, 0] * n)
     tt = TurnTokens(list(range(1, n + 1)), texts, [False] * n, 2, True)
     return [render.token_view_payload(turn, tt, render.ViewOptions()),
-            render.token_view_payload(turn, TurnTokens([7], ["only"], [True], 1, True), render.ViewOptions())]
+            render.token_view_payload(turn, TurnTokens([7], ["only"], [True], 1, True), render.ViewOptions()),
+            *(render.token_payload(v) for v in hostile_views().values())]
 
 
 def _sample_payloads() -> list[str]:
@@ -58,7 +61,7 @@ def blank(page):
 
 def test_the_browser_reads_every_payload_as_the_python_reader_does(blank):
     payloads = _hand_payloads() + _sample_payloads()
-    assert len(payloads) >= 10
+    assert len(payloads) >= 16 and any('"ids":[5,-1,7]' in p for p in payloads)  # a list column too
     for p in payloads:
         e = expand(p)
         assert blank.evaluate(EXPAND, p) == [e["ids"], e["t"], e["k"], e["lp"]]
@@ -82,12 +85,14 @@ def test_the_view_paints_the_texts_and_hovers_the_exact_text_after_an_emoji(blan
         assert f"pos {k} ({where})" in tip.text_content() and f'text "{text}"' in tip.text_content()
 
 
-def test_a_payload_that_does_not_add_up_is_refused(blank):
-    d = json.loads(_hand_payloads()[0])
-    tl = numbers(d["tl"])
-    for bad in ({**d, "tl": d["tl"][:-1]}, {**d, "tl": [*tl[:-1], tl[-1] + 1]}, {**d, "kr": d["kr"][:-2]},
-                {**d, "v": 2}, {**d, "ids": d["ids"] + "g"},  # "g": a digit that says another follows
-                {**d, "ids": d["ids"][:-1] + "!"}, {**d, "tl": 7}, {**d, "ids": d["ids"][:-1]}):
-        got = blank.evaluate("p => { try { riExpandTokens(JSON.parse(p)); return 'read'; } catch (e) { return String(e); } }",
-                             json.dumps(bad))
-        assert got.startswith("Error:"), got
+def test_a_payload_that_does_not_add_up_is_refused_as_python_refuses_it(blank):
+    good = render.token_payload(hostile_views()["texts"])
+    cases = {k: v if isinstance(v, str) else json.dumps(v) for k, v in broken_variants(good).items()}
+    got = blank.evaluate("""cases => Object.fromEntries(Object.entries(cases).map(([k, p]) => {
+      try { riExpandTokens(JSON.parse(p)); return [k, 'read']; } catch (e) { return [k, String(e)]; }
+    }))""", {"good": good, **cases})
+    assert got.pop("good") == "read"
+    for name, p in cases.items():
+        with pytest.raises(ValueError):
+            expand(p)
+        assert got[name].startswith(("Error:", "SyntaxError:")), (name, got[name])

@@ -6,7 +6,8 @@ browser goes through :func:`esc` (``escape.py``), or travels as JSON that the br
 ever assigns with ``textContent``. Never put data into a Gradio ``html_template``.
 CSS lives in ``viewer/ui/assets/app.css``, sent once with the page, never per render.
 
-One module per screen: ``tokens`` (token-view payloads, from the values in ``payload``), ``delta``
+One module per screen: ``tokens`` (token-view payloads, from the values in ``payload``, which also
+holds the payload's codec: ``decode_payload`` reads what a token view's API output carries), ``delta``
 (rescore: Δ arrays, summary; ``importance`` and ``explain`` its IS and "why they disagree" views), ``conversation`` (header, conversation, task, problems), ``drift`` (Drift tab), ``costs``
 (its gradient-cost panel), ``status`` (Datasets/Capture lines), ``compare`` (Compare tab), ``certify`` (Template tab),
 ``health`` (Health tab: lint hits), ``present`` (presenter mode), ``page`` (the title).
@@ -23,13 +24,13 @@ from .explain import explain_html
 from .health import health_empty_html, health_html
 from .importance import importance_html
 from .page import title_html
-from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions
+from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions, decode_payload, token_payload
 from .present import presenter_payload, presenter_template
 from .status import capture_progress_html, dataset_status_html
-from .tokens import row_view_payload, token_payload, token_view_payload, trainer_rows
+from .tokens import row_view_payload, token_view_payload, trainer_rows
 
-__all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_payload", "row_view_payload", "trainer_rows",
-           "Kind", "Tokens", "Logprobs", "TurnInfo", "ViewOptions", "TokenView",
+__all__ = ["esc", "safe_json", "notice_html", "token_view_payload", "token_payload", "decode_payload",
+           "row_view_payload", "trainer_rows", "Kind", "Tokens", "Logprobs", "TurnInfo", "ViewOptions", "TokenView",
            "rollout_header", "conversation_html", "task_html", "problems_html", "drift_turn_html",
            "drift_roundtrip_html", "drift_template_html", "drift_prefix_html", "drift_rows_html", "drift_empty_html",
            "drift_scan_html", "drift_note_html", "dataset_status_html", "capture_progress_html", "compare_html",

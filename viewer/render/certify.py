@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .escape import esc, kv
-from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions
-from .tokens import token_payload
+from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions, token_payload
 
 __all__ = ["certify_card_html", "certify_case_label", "certify_views"]
 

@@ -1,106 +1,19 @@
-"""Token-view payloads (JSON the token view paints): a turn, a trainer row, and the row list."""
+"""Token-view payloads (JSON the token view paints): a turn, a trainer row, and the row list. The
+payload's format and its codec live in ``payload.py``."""
 from __future__ import annotations
 
-import functools
-import math
-import re
-from itertools import groupby
-from typing import Any, Sequence
+from typing import Any
 
 from ..rollout import Turn
 from ..tokens import TurnTokens
-from .escape import safe_json
-from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions
+from .payload import Kind, Logprobs, TokenView, Tokens, TurnInfo, ViewOptions, token_payload
 
-__all__ = ["MODES", "token_view_payload", "token_payload", "row_view_payload", "trainer_rows"]
-
-MODES = ("mask", "logprob")  # colour modes every token view has; a rescore adds "delta"
-
-
-def _lp(v: float | None) -> float | None:
-    if v is None or not math.isfinite(v):
-        return None
-    return round(v, 4)
-
-
-# Characters outside the BMP: two UTF-16 code units each in a JS string (one in a Python str).
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-
-
-def _joined_texts(texts: Sequence[str]) -> tuple[str, list[int]]:
-    """All token texts as one string and each text's length in UTF-16 code units (what the JS's
-    ``slice`` counts). One string instead of a list of them: a 6k-token turn's payload is read
-    ≈ 10x faster by the browser and by API clients (no quotes per token, escaped again in every
-    SSE message); docs/SPEED.md (room)."""
-    joined = "".join(texts)
-    lens = list(map(len, texts))
-    if not joined.isascii() and _ASTRAL.search(joined):
-        lens = [n + len(_ASTRAL.findall(t)) if n and not t.isascii() else n for n, t in zip(lens, texts)]
-    return joined, lens
-
-
-# Number columns (ids, text lengths) as one string: each number's 5-bit groups, lowest first, as
-# base64url characters, the upper half of the alphabet saying that another group follows. A Qwen id is
-# 3-4 characters instead of 6-7 as decimal JSON ("151644,"), a text length (almost always under 32) one
-# instead of 2-3: a 6k-token turn's answer 20 KB smaller, for every visitor and API client (docs/SPEED.md,
-# room). No character needs escaping in JSON, HTML or a URL.
-_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-
-
-def _varint(n: int) -> str:
-    out = ""
-    while n >= 32:
-        out += _B64[32 + (n & 31)]
-        n >>= 5
-    return out + _B64[n]
-
-
-@functools.cache
-def _varint_table() -> tuple[str, ...]:
-    return tuple(_varint(n) for n in range(1 << 15))  # every number of up to 3 characters: one lookup each
-
-
-def _varints(values: Sequence[int]) -> str | None:
-    """``values`` as a number column string; None when one is not a non-negative int (the caller sends
-    a list then)."""
-    if not len(values):
-        return ""
-    try:
-        if min(values) < 0:
-            return None
-        table = _varint_table()
-        return "".join([table[n] if n < 32768 else _varint(n) for n in map(int, values)])
-    except (TypeError, ValueError):
-        return None
-
-
-def _kind_runs(kinds: Sequence[int]) -> list[int]:
-    """Run-length kinds, flat: ``[kind, count, kind, count, ...]`` (a prompt is one run)."""
-    out: list[int] = []
-    for k, g in groupby(kinds):
-        out += (k, sum(1 for _ in g))
-    return out
-
-
-def _lp_runs(values: Sequence[float | None]) -> list[list]:
-    """Logprobs as ``[[start, [lp, ...]], ...]``: each run of positions that has one (nulls left out:
-    the prompt is thousands of them)."""
-    out: list[list] = []
-    run: list[float] | None = None
-    for i, v in enumerate(values):
-        if v is None:
-            run = None
-        elif run is None:
-            run = [v]
-            out.append([i, run])
-        else:
-            run.append(v)
-    return out
+__all__ = ["token_view_payload", "row_view_payload", "trainer_rows"]
 
 
 def token_view_payload(turn: Turn, tt: TurnTokens, view: ViewOptions = ViewOptions(),
                        delta: dict[str, Any] | None = None) -> str:
-    """JSON string the token view draws from (see viewer/ui/assets/token_view.js): turn ``turn``
+    """JSON string the token view draws from (:func:`viewer.render.payload.token_payload`): turn ``turn``
     with its tokens ``tt``, opened as ``view`` says.
 
     Prompt positions are :attr:`Kind.CONTEXT` (or trained where the turn's prompt mask says so),
@@ -121,47 +34,12 @@ def token_view_payload(turn: Turn, tt: TurnTokens, view: ViewOptions = ViewOptio
     if turn.top_logprobs:
         for k, alts in enumerate(turn.top_logprobs):
             if alts:
-                top[str(p + k)] = [[a.id, _lp(a.logprob)] for a in alts]
+                top[str(p + k)] = [[a.id, a.logprob] for a in alts]
     return token_payload(TokenView(
         Tokens(tt.ids, tt.texts, kinds, special=tt.special, oov=tt.out_of_vocab, exact=tt.exact_text),
         TurnInfo(turn.index, p, trained=turn.trained, kind=turn.kind, role=turn.role,
                  prompt_source=turn.prompt_source, output_source=turn.output_source),
         Logprobs([None] * p + list(turn.logprobs)[: n - p], top=top, alt=tt.alt_texts), view, delta))
-
-
-def token_payload(tv: TokenView) -> str:
-    """The token view's JSON (see viewer/ui/assets/token_view.js) from a :class:`TokenView`.
-
-    Per-position columns are compact (``"v": 3``): ``ids`` a number column string (:func:`_varints`;
-    a list when an id is negative); the texts one string ``tx`` with each text's length ``tl`` (UTF-16
-    code units, a number column string); kinds run-length ``kr`` (:func:`_kind_runs`);
-    logprobs ``lr`` (:func:`_lp_runs`); ``sp`` / ``oov`` positions; ``top`` by position. The JS
-    expands them once (``token_payload.js``).
-
-    ``modes`` in the payload lists the colour modes this view can show (``delta`` only with a
-    rescore: ``delta`` holds per position the trainer's logprob ``tr`` and Δ = trainer − sampler
-    ``dl``, and the turn's context verdict); a ``mode`` it cannot show opens as ``mask``.
-    """
-    toks, turn, lp, view, delta = tv.tokens, tv.turn, tv.logprobs, tv.view, tv.delta
-    modes = list(MODES) + (["delta"] if delta else [])
-    n = len(toks.ids)
-    values = lp.values or []
-    texts, lens = _joined_texts(toks.texts)
-    ids = _varints(toks.ids)
-    payload = {
-        "v": 3, "turn": turn.index, "trained": turn.trained, "kind": turn.kind, "role": turn.role,
-        "prompt_len": turn.prompt_len, "prompt_source": turn.prompt_source, "output_source": turn.output_source,
-        "exact": toks.exact, "ids": list(toks.ids) if ids is None else ids, "tx": texts, "tl": _varints(lens),
-        "sp": [i for i, s in enumerate(toks.special or []) if s], "kr": _kind_runs(toks.kinds),
-        "lr": _lp_runs([_lp(v) for v in values[:n]]),
-        "top": dict(lp.top) if lp.top else {}, "alt": {str(k): v for k, v in (lp.alt or {}).items()},
-        "oov": list(toks.oov or []), "low": view.low, "tail": max(0, int(view.context_tail)),
-        "page": max(1000, int(view.page_tokens)), "focus": list(view.focus) if view.focus else None,
-        "mode": view.mode if view.mode in modes else "mask", "modes": modes, "note": view.note, "link": view.link,
-    }
-    if delta:
-        payload["delta"] = delta
-    return safe_json(payload)
 
 
 def trainer_rows(rows: Any) -> list[tuple[str, Any]]:

@@ -1,5 +1,5 @@
 // Token view: draws one turn's tokens from a JSON string (props.value) built by
-// viewer/render/tokens.py::token_payload (expanded by riExpandTokens, token_payload.js). Safe by construction: data only ever reaches
+// viewer/render/payload.py::token_payload (expanded by riExpandTokens, token_payload.js). Safe by construction: data only ever reaches
 // the DOM through textContent / className, never innerHTML. One delegated hover
 // handler reads the side arrays, so per-token markup is a bare <span class>.
 // What a position is to the trainer (the payload's k), as viewer/render/payload.py::Kind names
