@@ -116,6 +116,29 @@ def test_hits_only_reads_made_values_and_neither_makes_nor_waits():
     assert not issubclass(Miss, Exception)
 
 
+def test_hits_only_code_changes_nothing_before_a_miss():
+    """The rule of hits_only(): a block cut short by a Miss runs again from its start, so the cache
+    changes nothing within it (a write is a Miss) and takes back the hits the cut-short run counted."""
+    m = Memo(10**6)
+    m.put("a", "A")
+    m.put("b", "B")
+    before = (m.items(), m.bytes, m.stats())
+    for write in (lambda: m.put("c", "C"), lambda: m.put("a", "A2"), lambda: m.pop("a"),
+                  lambda: m.drop_where(lambda k, v: True)):
+        with pytest.raises(Miss), hits_only():
+            write()
+        assert (m.items(), m.bytes, m.stats()) == before
+    with pytest.raises(Miss), hits_only():  # two hits, then a miss: the re-run will count them again
+        assert m.get_or_make("a", lambda: "x") == "A" and m.get_or_make("b", lambda: "x") == "B"
+        m.get_or_make("absent", lambda: "x")
+    assert m.stats()["hits"] == before[2]["hits"]
+    with hits_only():  # a block that ends with its answer keeps its hits
+        m.get_or_make("a", lambda: "x")
+    assert m.stats()["hits"] == before[2]["hits"] + 1
+    m.put("c", "C")  # outside the block a write is a write
+    assert m.get("c") == "C"
+
+
 def test_memo_shares_a_failure_then_tries_again():
     m = Memo(10**6)
     start = threading.Barrier(4)

@@ -92,28 +92,44 @@ def _pick(seq) -> list:
 # Miss. The UI answers a crowd's turn switches on the server's event loop this way when every value
 # is already made, and runs the handler in a worker thread (where it may make and wait) only on a
 # Miss: handing each cached answer to a thread cost more than the answer (docs/SPEED.md, room).
-_HITS_ONLY: ContextVar[bool] = ContextVar("memo_hits_only", default=False)
+# None outside the block; inside, the Memos that counted a hit in it (taken back on a Miss).
+_HITS_ONLY: ContextVar[list[Memo] | None] = ContextVar("memo_hits_only", default=None)
 
 
 class Miss(BaseException):
-    """A value that hits_only() code would have to make or wait for. A BaseException on purpose:
-    handlers turn any ``Exception`` into a message for the visitor, and this is not a failure but
-    a request to run again where waiting is allowed."""
+    """A value that hits_only() code would have to make or wait for, or a change it would make
+    (see :func:`hits_only` for the rule). A BaseException on purpose: handlers turn any
+    ``Exception`` into a message for the visitor, and this is not a failure but a request to run
+    again where waiting is allowed."""
 
 
 @contextmanager
 def hits_only() -> Iterator[None]:
-    """Code in this block may only read made values (see :class:`Miss`)."""
-    token = _HITS_ONLY.set(True)
+    """Code in this block may only read made values: the rule for what runs in it.
+
+    A block may be cut short at any cache read (a :class:`Miss`), and its caller then runs the
+    same code again from its start, in a worker thread (:func:`viewer.ui.staged.staged`,
+    ``inline``). So until its last cache read the code must change nothing: a change made before
+    a Miss would be made twice. The cache keeps the rule itself: within the block a write
+    (``put``, ``pop``, ``drop_where``) raises Miss before changing anything, and the hits that a
+    cut-short block counted are taken back. Anything else that changes state (a session's
+    tables, a message to the visitor, a file) comes after the last cache read, or after
+    :func:`need_work`."""
+    counted: list[Memo] = []
+    token = _HITS_ONLY.set(counted)
     try:
         yield
+    except Miss:
+        for memo in counted:
+            memo._uncount_hit()
+        raise
     finally:
         _HITS_ONLY.reset(token)
 
 
 def need_work() -> None:
     """Say that what follows is more than a lookup (raises :class:`Miss` within hits_only())."""
-    if _HITS_ONLY.get():
+    if _HITS_ONLY.get() is not None:
         raise Miss
 
 
@@ -154,6 +170,7 @@ class Memo:
     def put(self, key: Hashable, value: T, nbytes: int | None = None,
             shares: Mapping[Hashable, int] | None = None) -> T:
         """Keep ``value`` under ``key`` (weighed now unless ``nbytes`` is given); returns it."""
+        need_work()
         n = self.weigh(value) if nbytes is None else int(nbytes)
         held = tuple((k, int(b)) for k, b in (shares or {}).items())
         with self._lock:
@@ -184,6 +201,7 @@ class Memo:
                 del self._shares[k]
 
     def pop(self, key: Hashable) -> None:
+        need_work()
         with self._lock:
             self._drop(self._items.pop(key, None))
 
@@ -194,6 +212,7 @@ class Memo:
 
     def drop_where(self, gone: Callable[[Hashable, Any], bool]) -> int:
         """Take out every value whose (key, value) ``gone`` accepts (what a closed session owned); how many."""
+        need_work()
         with self._lock:
             keys = [k for k, item in self._items.items() if gone(k, item[0])]
             for k in keys:
@@ -205,13 +224,16 @@ class Memo:
         """The value under ``key``, made by ``make()`` if absent. Callers asking while it is
         being made wait for that one result (or its exception) instead of making it again.
         Within :func:`hits_only`, an absent value raises :class:`Miss` (nothing made, nothing waited for)."""
+        counted = _HITS_ONLY.get()
         with self._lock:
             hit = self._items.get(key)
             if hit is not None:
                 self._items.move_to_end(key)
                 self.hits += 1
+                if counted is not None:
+                    counted.append(self)
                 return hit[0]
-            if _HITS_ONLY.get():
+            if counted is not None:
                 raise Miss
             running = self._running.get(key)
             if running is None:
@@ -232,6 +254,10 @@ class Memo:
         finally:
             with self._lock:
                 self._running.pop(key, None)
+
+    def _uncount_hit(self) -> None:
+        with self._lock:
+            self.hits -= 1
 
     def stats(self) -> dict[str, int]:
         with self._lock:

@@ -19,13 +19,15 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import asdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
 from viewer.capture import agent as agent_mod
-from viewer.capture.artefacts import derive_turns, outcome_notes, versions, write_trace_artefacts
-from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, LocalVLLM, tail
+from viewer.capture.artefacts import derive_turns, outcome_notes, write_trace_artefacts
+from viewer.capture.attempt import Attempt, backend_for, summary_of
+from viewer.capture.backends import BackendError, CaptureCancelled, Endpoint, LocalVLLM
 from viewer.capture import sampling as sampling_mod, sandbox as sandbox_mod
 from viewer.capture import environment as envmod
 from viewer.capture import tokfiles
@@ -60,15 +62,12 @@ class CaptureJob:
         self.timings: dict[str, float] = {}
         self.summary: dict[str, Any] | None = None
         self._proxy: ProxyServer | None = None
-        self._records: list[dict[str, Any]] | None = None
-        self._failed_phase: str | None = None
         self._lock = threading.Lock()
         # every process this capture starts carries this tag (procs.popen): the last step of run()
         # stops whatever is still marked with it, whoever its parent is by then
         self.tag = f"capture-{uuid.uuid4().hex[:12]}"
         self._forwarder = None
-        self._sandbox: dict[str, Any] | None = None
-        self._tokenizer: dict[str, Any] | None = None
+        self._cancel_as = ("cancelled", "cancelled by the user")  # (status, error) a cancel ends with
 
     # ------------------------------------------------------------------ progress
     def redact(self, text: str) -> str:
@@ -118,16 +117,6 @@ class CaptureJob:
     def mark_cancelled_before_start(self) -> None:
         self.status, self.phase, self.error = "cancelled", "done", "cancelled before it started"
 
-    def _check(self) -> None:
-        if self.cancel_event.is_set():
-            raise CaptureCancelled()
-
-    def _enter(self, phase: str) -> float:
-        self._check()
-        self.phase = phase
-        self.log(f"phase {phase}")
-        return time.perf_counter()
-
     # ------------------------------------------------------------------ run
     def resolve_task(self) -> Task:
         s = self.spec
@@ -142,184 +131,224 @@ class CaptureJob:
             return self._run()
 
     def _run(self) -> dict[str, Any]:
-        s = self.spec
+        """The phases in order; a failure or a cancel ends them with a clear status, and
+        :meth:`_finish` runs whatever happened."""
         self.status = "running"
         self.out.mkdir(parents=True, exist_ok=True)
         for name in ARTEFACTS:  # a fresh capture never mixes with an old one
             (self.out / name).unlink(missing_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix="capture-"))
-        workdir, home = tmp / "workdir", tmp / "home"
-        server_log = tmp / "server.log"
-        backend: LocalVLLM | Endpoint | None = None
-        task: Task | None = None
-        agent_res: agent_mod.AgentResult | None = None
-        reward: dict[str, Any] | None = None
-        served = s.model
-        t_all = time.perf_counter()
+        run = Attempt(tmp=Path(tempfile.mkdtemp(prefix="capture-")), served=self.spec.model)
         try:
-            t0 = self._enter("setup")
-            task = self.resolve_task()
-            workdir.mkdir(parents=True)
-            (workdir / "TASK.md").write_text(task.instruction, encoding="utf-8")
-            self._write_task_files(task)
-            script = None
-            if s.scripted:
-                script = Script(scripted_steps(task, workdir, s.script_commands))
-            envmod.ensure(s, self.log, self.cancel_event)  # the first capture installs the capture env
-            if s.backend == "local":
-                backend = LocalVLLM(model=s.model, log_path=server_log, python=s.vllm_python,
-                                    logprobs_mode=s.logprobs_mode or ("raw_logprobs" if s.scripted else "processed_logprobs"), max_model_len=s.context_tokens + s.max_output_tokens,
-                                    startup_timeout_s=s.server_timeout_s, log=self.log, cancel=self.cancel_event)
-                backend.model_dir()  # builds a CPU model once (cached): part of setup
-            elif s.backend == "endpoint":
-                if not s.endpoint:
-                    raise BackendError("--endpoint URL is required with --backend endpoint")
-                backend = Endpoint(s.endpoint, served_name="" if s.model in ("", CaptureSpec.model) else s.model,
-                                   token=s.token, log=self.log, public=s.public_app)
-            else:
-                raise BackendError(f"backend {s.backend!r} runs through viewer.capture.hf_jobs, not CaptureJob")
-            no_sandbox = sandbox_mod.unavailable() if s.sandbox else "turned off for this capture (--no-sandbox)"
-            if no_sandbox and s.require_sandbox:
-                raise BackendError(f"the agent cannot be sandboxed here ({no_sandbox}); this app only runs "
-                                   "sandboxed captures")
-            if no_sandbox:
-                self.log(f"WARNING: the agent and its tools run on this machine without a sandbox: {no_sandbox}")
-            self._sandbox = {**sandbox_mod.describe(), "used": not no_sandbox,
-                             **({"reason": no_sandbox} if no_sandbox else {})}
-            self.timings["setup_s"] = round(time.perf_counter() - t0, 3)
-
-            t0 = self._enter("server")
-            url = backend.start()
-            served = backend.served_name
-            self.log(f"model server ready at {url} (model {served})")
-            self.timings["server_start_s"] = round(time.perf_counter() - t0, 3)
-
-            tok_dir = self._ship_tokenizer(backend, served)
-            if s.spell_tool_call_as_pieces:
-                bias = self._tool_tag_bias(tok_dir, -100.0, required=True)
-            elif s.scripted:
-                # the scripted expert's forced text uses the tokenizer's own tool-call tokens, as a
-                # trained model emits them (a random tiny model under a regex might spell pieces)
-                bias = self._tool_tag_bias(tok_dir, 100.0, required=False)
-            else:
-                bias = {}
-
-            t0 = self._enter("agent")
-            cfg = ProxyConfig(upstream=url, trace_path=self.out / PROXY_TRACE, top_logprobs=s.top_logprobs,
-                              script=script, upstream_headers=backend.headers() if isinstance(backend, Endpoint) else {},
-                              logit_bias=bias, pin=backend.pin if isinstance(backend, Endpoint) else None,
-                              sampling=sampling_mod.overrides(s))
-            self._proxy = ProxyServer(cfg, on_record=lambda r: self.log(
-                f"call {r.get('turn')} ({r.get('kind')}): {len(r.get('completion_token_ids') or [])} tokens, "
-                f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else "")))
-            self._proxy.start()
-            self.log(f"recording proxy on {self._proxy.url}")
-            sandbox = None
-            if not no_sandbox:
-                sandbox = self._sandbox_for(workdir, home, tmp)
-                self.log("agent sandboxed (bubblewrap): it sees its work folder and the proxy, nothing else")
-            agent_res = agent_mod.run_opencode(
-                task.instruction, workdir, home, self._proxy.url, served, self.out / AGENT_LOG,
-                tmp / "agent_stderr.txt", timeout_s=s.agent_timeout_s, cancel=self.cancel_event, binary=s.opencode_bin,
-                context=s.context_tokens, output=s.max_output_tokens, steps=s.steps,
-                auto_compaction=s.auto_compaction, title=s.title, sandbox=sandbox)
-            self._stop_forwarder()
-            self.log(f"opencode finished: {agent_res.status} {agent_res.message}".rstrip())
-            self.timings["agent_s"] = round(time.perf_counter() - t0, 3)
-            self._stop_proxy()
-            if agent_res.status == "cancelled":
-                raise CaptureCancelled()
-
-            if s.scripted and s.rescore:
-                t0 = self._enter("rescore")
-                from viewer.capture.rescore import rescore_trace
-
-                self._records, n = rescore_trace(self.out / PROXY_TRACE, url, s.top_logprobs,
-                                                 backend if isinstance(backend, Endpoint) else None)
-                self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
-                self.timings["rescore_s"] = round(time.perf_counter() - t0, 3)
-            elif s.scripted:
-                self.log("scripted calls keep the sampler's grammar-masked logprobs (rescoring off)")
-            t0 = self._enter("reward")
-            reward = score(workdir, task.held_out_tests, timeout_s=s.test_timeout_s, sandboxed=not no_sandbox)
-            self.log(f"reward {reward['reward']} ({reward['passed']}/{reward['total']}; {reward['status']})")
-            self.timings["reward_s"] = round(time.perf_counter() - t0, 3)
-            if agent_res.status != "ok":
-                self._failed_phase = "agent"
-            if agent_res.status == "timeout":
-                self.status, self.error = "timeout", agent_res.message
-            elif agent_res.status != "ok":
-                self.status, self.error = "failed", agent_res.message + (
-                    f": {agent_res.stderr_tail[-300:]}" if agent_res.stderr_tail else "")
-            else:
-                self.status = "ok"
+            self._setup(run)
+            self._start_server(run)
+            self._run_agent(run)
+            self._rescore(run)
+            self._score(run)
+            self._settle(run)
         except (CaptureCancelled, KeyboardInterrupt):
-            self.status, self.error = getattr(self, "_cancel_as", ("cancelled", "cancelled by the user"))
+            self.status, self.error = self._cancel_as
         except Exception as e:  # every failure ends with a clear status and the artefacts kept
             self.status = "failed"
             self.error = self.redact(f"{self.phase}: {type(e).__name__}: {e}")
         finally:
-            self._stop_forwarder()
-            self._stop_proxy()
-            if backend is not None:
-                try:
-                    backend.stop()
-                except Exception as e:
-                    self.log(f"stopping the server: {e}")
-            failed_phase = (self._failed_phase or self.phase) if self.status != "ok" else None
-            self.phase = "artefacts"
-            t0 = time.perf_counter()
-            try:
-                self.summary = self._write_artefacts(task, agent_res, reward, backend, served, failed_phase,
-                                                     server_log)
-            except Exception as e:
-                self.status = "failed"
-                self.error = (self.error + "; " if self.error else "") + f"writing artefacts: {type(e).__name__}: {e}"
-                self.summary = {"status": self.status, "error": self.error}
-                try:
-                    self._write_summary(self.summary)
-                except OSError:
-                    pass
-            self.timings["artefacts_s"] = round(time.perf_counter() - t0, 3)
-            self.timings["total_s"] = round(time.perf_counter() - t_all, 3)
-            if self.summary is not None:
-                self.summary["timings"] = dict(self.timings)
-                try:
-                    self._write_summary(self.summary)
-                except OSError:
-                    pass
-            left = kill_marked(self.tag + "/")  # anything the agent's tools detached from their group
-            if left:
-                self.log(f"stopped {len(left)} process(es) the capture had left running")
-            if self.summary is not None:
-                self.summary["complete"] = self.status == "ok"  # partial artefacts say so
-                self.summary["stray_processes_stopped"] = len(left)
-                try:
-                    self._write_summary(self.summary)
-                except OSError:
-                    pass
-            shutil.rmtree(tmp, ignore_errors=True)
-            self.finished = time.time()
-            self.phase = "done"
-            self.log(f"capture {self.status}" + (f": {self.error}" if self.error else ""))
+            self._finish(run)
         return self.summary or {}
 
-    def _ship_tokenizer(self, backend, served: str) -> Path | None:
-        """Copy the served model's tokenizer into ``out/tokenizer`` (self-contained artefacts)."""
+    @contextmanager
+    def _phase(self, phase: str, timing: str) -> Iterator[None]:
+        """Enter ``phase`` (a cancel asked for stops here); its seconds go to ``timings[timing]`` if it ends."""
+        if self.cancel_event.is_set():
+            raise CaptureCancelled()
+        self.phase = phase
+        self.log(f"phase {phase}")
+        t0 = time.perf_counter()
+        yield
+        self.timings[timing] = round(time.perf_counter() - t0, 3)
+
+    def _setup(self, run: Attempt) -> None:
+        """The task and its work folder, the capture env (installed on first use), the backend (a local
+        model built), and whether the agent can be sandboxed."""
         s = self.spec
-        model_dir = backend.model_dir() if isinstance(backend, LocalVLLM) else None
-        src, where = tokfiles.locate(*s.tokenizer_names(served, model_dir))
+        with self._phase("setup", "setup_s"):
+            run.task = self.resolve_task()
+            run.workdir.mkdir(parents=True)
+            (run.workdir / "TASK.md").write_text(run.task.instruction, encoding="utf-8")
+            self._write_task_files(run.task)
+            if s.scripted:
+                run.script = Script(scripted_steps(run.task, run.workdir, s.script_commands))
+            envmod.ensure(s, self.log, self.cancel_event)
+            run.backend = backend_for(s, run.server_log, self.log, self.cancel_event)
+            if isinstance(run.backend, LocalVLLM):
+                run.backend.model_dir()  # builds a CPU model once (cached)
+            run.no_sandbox = self._no_sandbox(run)
+
+    def _no_sandbox(self, run: Attempt) -> str | None:
+        """Why the agent runs without a sandbox (None: it is sandboxed); refused where one is required."""
+        s = self.spec
+        why = sandbox_mod.unavailable() if s.sandbox else "turned off for this capture (--no-sandbox)"
+        if why and s.require_sandbox:
+            raise BackendError(f"the agent cannot be sandboxed here ({why}); this app only runs sandboxed captures")
+        if why:
+            self.log(f"WARNING: the agent and its tools run on this machine without a sandbox: {why}")
+        run.sandbox = {**sandbox_mod.describe(), "used": not why, **({"reason": why} if why else {})}
+        return why
+
+    def _start_server(self, run: Attempt) -> None:
+        """Start the model server (or check the endpoint), then ship its tokenizer with the capture."""
+        with self._phase("server", "server_start_s"):
+            run.url = run.backend.start()
+            run.served = run.backend.served_name
+            self.log(f"model server ready at {run.url} (model {run.served})")
+        run.bias = self._logit_bias(self._ship_tokenizer(run))
+
+    def _run_agent(self, run: Attempt) -> None:
+        """The recording proxy, then opencode through it (sandboxed unless it cannot be); both stopped after."""
+        s = self.spec
+        with self._phase("agent", "agent_s"):
+            self._start_proxy(run)
+            sandbox = None
+            if not run.no_sandbox:
+                sandbox = self._sandbox_for(run.workdir, run.home, run.tmp)
+                self.log("agent sandboxed (bubblewrap): it sees its work folder and the proxy, nothing else")
+            run.agent = agent_mod.run_opencode(
+                run.task.instruction, run.workdir, run.home, self._proxy.url, run.served, self.out / AGENT_LOG,
+                run.tmp / "agent_stderr.txt", timeout_s=s.agent_timeout_s, cancel=self.cancel_event,
+                binary=s.opencode_bin, context=s.context_tokens, output=s.max_output_tokens, steps=s.steps,
+                auto_compaction=s.auto_compaction, title=s.title, sandbox=sandbox)
+            self._stop_forwarder()
+            self.log(f"opencode finished: {run.agent.status} {run.agent.message}".rstrip())
+        self._stop_proxy()
+        if run.agent.status == "cancelled":
+            raise CaptureCancelled()
+
+    def _start_proxy(self, run: Attempt) -> None:
+        s = self.spec
+        endpoint = run.backend if isinstance(run.backend, Endpoint) else None
+        cfg = ProxyConfig(upstream=run.url, trace_path=self.out / PROXY_TRACE, top_logprobs=s.top_logprobs,
+                          script=run.script, upstream_headers=endpoint.headers() if endpoint is not None else {},
+                          logit_bias=run.bias, pin=endpoint.pin if endpoint is not None else None,
+                          sampling=sampling_mod.overrides(s))
+        self._proxy = ProxyServer(cfg, on_record=self._log_call)
+        self._proxy.start()
+        self.log(f"recording proxy on {self._proxy.url}")
+
+    def _log_call(self, r: dict[str, Any]) -> None:
+        self.log(f"call {r.get('turn')} ({r.get('kind')}): {len(r.get('completion_token_ids') or [])} tokens, "
+                 f"finish {r.get('finish_reason')}" + (f", error: {r.get('error')}" if r.get("error") else ""))
+
+    def _rescore(self, run: Attempt) -> None:
+        """Scripted calls (rescore on): the model's unconstrained logprobs replace the grammar-masked ones."""
+        s = self.spec
+        if not s.scripted:
+            return
+        if not s.rescore:
+            self.log("scripted calls keep the sampler's grammar-masked logprobs (rescoring off)")
+            return
+        with self._phase("rescore", "rescore_s"):
+            from viewer.capture.rescore import rescore_trace
+
+            run.records, n = rescore_trace(self.out / PROXY_TRACE, run.url, s.top_logprobs,
+                                             run.backend if isinstance(run.backend, Endpoint) else None)
+            self.log(f"rescored {n} scripted calls with the model's unconstrained logprobs")
+
+    def _score(self, run: Attempt) -> None:
+        """The held-out tests on the work folder the agent left (sandboxed as the agent was)."""
+        with self._phase("reward", "reward_s"):
+            run.reward = score(run.workdir, run.task.held_out_tests, timeout_s=self.spec.test_timeout_s,
+                               sandboxed=not run.no_sandbox)
+            r = run.reward
+            self.log(f"reward {r['reward']} ({r['passed']}/{r['total']}; {r['status']})")
+
+    def _settle(self, run: Attempt) -> None:
+        """The capture's status once every phase ran: how the agent ended."""
+        agent = run.agent
+        if agent.status == "ok":
+            self.status = "ok"
+            return
+        run.failed_phase = "agent"
+        if agent.status == "timeout":
+            self.status, self.error = "timeout", agent.message
+        else:
+            self.status, self.error = "failed", agent.message + (
+                f": {agent.stderr_tail[-300:]}" if agent.stderr_tail else "")
+
+    def _finish(self, run: Attempt) -> None:
+        """Always, whatever happened: stop what runs (each stop on its own, so one failing leaves no
+        other running), write every artefact the record allows, stop any process still marked as this
+        capture's, and say how it ended."""
+        self._release("the sandbox's proxy forwarder", self._stop_forwarder)
+        self._release("the recording proxy", self._stop_proxy)
+        if run.backend is not None:
+            self._release("the server", run.backend.stop)
+        failed_phase = (run.failed_phase or self.phase) if self.status != "ok" else None
+        self.phase = "artefacts"
+        t0 = time.perf_counter()
+        self.summary = self._collect(run, failed_phase)
+        self.timings["artefacts_s"] = round(time.perf_counter() - t0, 3)
+        self.timings["total_s"] = round(time.perf_counter() - run.t_all, 3)
+        self._amend_summary(timings=dict(self.timings))
+        left = kill_marked(self.tag + "/")  # anything the agent's tools detached from their group
+        if left:
+            self.log(f"stopped {len(left)} process(es) the capture had left running")
+        # partial artefacts say so
+        self._amend_summary(complete=self.status == "ok", stray_processes_stopped=len(left))
+        shutil.rmtree(run.tmp, ignore_errors=True)
+        self.finished = time.time()
+        self.phase = "done"
+        self.log(f"capture {self.status}" + (f": {self.error}" if self.error else ""))
+
+    def _release(self, what: str, stop: Callable[[], None]) -> None:
+        try:
+            stop()
+        except Exception as e:  # logged; the next resource is still released
+            self.log(f"stopping {what}: {e}")
+
+    def _collect(self, run: Attempt, failed_phase: str | None) -> dict[str, Any]:
+        """Every artefact the record allows (trace.json and the rest from the proxy's records, then
+        summary.json); if they cannot be written, a summary that says why."""
+        try:
+            records = run.records if run.records is not None else read_records(self.out / PROXY_TRACE)
+            derived = write_trace_artefacts(self.out, records)
+            summary = summary_of(self.spec, run, status=self.status, error=self.error, failed_phase=failed_phase,
+                                 records=records, derived=derived, recorder=self._proxy.recorder if self._proxy else None)
+            self._write_summary(summary)
+            return summary
+        except Exception as e:
+            self.status = "failed"
+            self.error = (self.error + "; " if self.error else "") + f"writing artefacts: {type(e).__name__}: {e}"
+            return {"status": self.status, "error": self.error}  # written with the timings next
+
+    def _amend_summary(self, **fields: Any) -> None:
+        """Add ``fields`` to the summary and write summary.json again, if the disk lets us (the capture
+        is over either way)."""
+        self.summary.update(fields)
+        try:
+            self._write_summary(self.summary)
+        except OSError:
+            pass
+
+    def _ship_tokenizer(self, run: Attempt) -> Path | None:
+        """Copy the served model's tokenizer into ``out/tokenizer`` (self-contained artefacts)."""
+        model_dir = run.backend.model_dir() if isinstance(run.backend, LocalVLLM) else None
+        src, where = tokfiles.locate(*self.spec.tokenizer_names(run.served, model_dir))
         if src is None:
-            self._tokenizer = {"source": None, "problem": where}
+            run.tokenizer = {"source": None, "problem": where}
             self.log(f"WARNING: {where}: the capture folder will show ids only (pass --tokenizer)")
             return None
-        self._tokenizer = tokfiles.write(self.out, src, where)
-        self.log(f"tokenizer from {where} written to tokenizer/ ({len(self._tokenizer['files'])} files)")
+        run.tokenizer = tokfiles.write(self.out, src, where)
+        self.log(f"tokenizer from {where} written to tokenizer/ ({len(run.tokenizer['files'])} files)")
         return self.out / TOKENIZER_DIR
 
-    def _tool_tag_bias(self, tok_dir: Path | None, value: float, required: bool) -> dict[str, float]:
+    def _logit_bias(self, tok_dir: Path | None) -> dict[str, float]:
+        """The proxy's logit_bias on the tokenizer's tool-call tags: -100 when the spec spells them as plain
+        pieces; +100 in scripted mode, whose forced text uses the tokenizer's own tool-call tokens, as a
+        trained model emits them (a random tiny model under a regex might spell pieces); else none."""
+        s = self.spec
+        if not (s.spell_tool_call_as_pieces or s.scripted):
+            return {}
+        value = -100.0 if s.spell_tool_call_as_pieces else 100.0
         try:
-            ids = tokfiles.tool_tag_bias(tok_dir, value, required)
+            ids = tokfiles.tool_tag_bias(tok_dir, value, required=s.spell_tool_call_as_pieces)
         except ValueError as e:
             raise BackendError(str(e)) from None
         if ids:
@@ -340,54 +369,18 @@ class CaptureJob:
         return sandbox_mod.Sandbox(workdir, home, proxy_socket=sock, proxy_port=self._proxy.port)
 
     def _stop_forwarder(self) -> None:
-        if getattr(self, "_forwarder", None) is not None:
+        if self._forwarder is not None:
             stop_group(self._forwarder, grace=2)
             self._forwarder = None
 
     def _stop_proxy(self) -> None:
-        if self._proxy is not None and self._proxy._server is not None and not self._proxy.recorder._fh.closed:
-            self._proxy.stop()
+        if self._proxy is not None:
+            self._proxy.stop()  # again after the agent phase: a no-op then
 
     def _write_task_files(self, task: Task) -> None:
         (self.out / TASK).write_text(json.dumps(task.task_json(), indent=2, ensure_ascii=False))
         (self.out / VISIBLE_TESTS).write_text(task.visible_text(), encoding="utf-8")
         (self.out / HELD_OUT_TESTS).write_text(json.dumps(task.held_out_tests, indent=2, ensure_ascii=False))
-
-    def _write_artefacts(self, task, agent_res, reward, backend, served, failed_phase, server_log) -> dict[str, Any]:
-        s = self.spec
-        records = self._records if self._records is not None else read_records(self.out / PROXY_TRACE)
-        derived = write_trace_artefacts(self.out, records)
-        rec = self._proxy.recorder if self._proxy else None
-        upstream_errors = [r for r in records if r.get("error") or r.get("upstream_status")]
-        summary: dict[str, Any] = {
-            "status": self.status, "error": self.error, "failed_phase": failed_phase,
-            "reward": (reward or {}).get("reward"), "tests_passed": (reward or {}).get("passed"),
-            "tests_total": (reward or {}).get("total"), "tests_timed_out": (reward or {}).get("timed_out"),
-            "reward_status": (reward or {}).get("status"),
-            "scripted": s.scripted, "model": served, "backend": s.backend,
-            "server": backend.info() if backend is not None else None,
-            "task_id": task.task_id if task else None, "task_source": task.source if task else None,
-            "calls": len(records), **derived,
-            "upstream_errors": len(upstream_errors),
-            "first_upstream_error": (upstream_errors[0].get("error") if upstream_errors else None),
-            "agent": (asdict(agent_res) if agent_res else None),
-            "recorder_write_error": rec.write_error if rec else None,
-            "versions": versions(s.vllm_python),
-            "spec": s.public(),
-            "sandbox": self._sandbox,
-            "tokenizer": self._tokenizer,
-            "spell_tool_call_as_pieces": s.spell_tool_call_as_pieces, "rescored": bool(s.scripted and s.rescore),
-            "sampling": sampling_mod.summary_record(s, backend)}
-        if reward:
-            summary["test_results"] = [{k: r[k] for k in ("test", "passed", "timed_out", "exit_code", "seconds")}
-                                       for r in reward["results"]]
-        if self.status != "ok" and server_log.exists():
-            summary["server_log_tail"] = tail(server_log, 1500)
-        if summary["agent"] and self.status == "ok":
-            summary["agent"].pop("stderr_tail", None)
-        summary["outcome_notes"] = outcome_notes(summary, s.max_output_tokens)
-        self._write_summary(summary)
-        return summary
 
 
 def run_capture(spec: CaptureSpec, on_event: Callable[[dict[str, Any]], None] | None = None,

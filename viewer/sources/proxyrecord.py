@@ -46,116 +46,169 @@ def note(ctx: Ctx, rf: Any, i: int, path: str, chk: Checked, severity: str = "er
 
 
 def turn_from_record(rec: Any, i: int, rf: Any, ctx: Ctx) -> Turn | None:
-    """One proxy record -> Turn (ids, logprobs, text). Kind/mask may stay for the rule."""
+    """One proxy record -> Turn (ids, logprobs, text). Kind/mask may stay for the rule.
+
+    The call itself first (number, conversation, reply, model, finish, times, kind, error), then
+    one step per token column, each taking the first source the record has: output ids, logprobs,
+    prompt ids, the mask; last, the columns are cut to one length (:func:`align`)."""
     if not isinstance(rec, dict):
         ctx.add(rf.label, rf.where(i), f"expected a JSON object, got {type(rec).__name__}; record skipped")
         return None
-    call = rec.get("turn") if type(rec.get("turn")) is int else rec.get("call")
-    if type(call) is not int:
-        call = i + 1
+    request, response = _request_and_response(rec, rf, i, ctx)
+    choices = response.get("choices")
+    choice = _as_dict(choices[0]) if isinstance(choices, list) and choices else {}
+    meta = _as_dict(rec.get("metadata"))
+    t = Turn(index=i, call=_call_number(rec, i), messages=_as_list(request.get("messages")),
+             tools=_as_list(request.get("tools")), request=request, response=_reply_message(choice),
+             finish_reason=_text(rec.get("finish_reason") or choice.get("finish_reason")),
+             latency_s=_number(rec.get("latency_s")), timestamp=_number(rec.get("timestamp")),
+             origin=TurnOrigin(file=rf.label, record=i, model=_model_of(request, response, meta)))
+    _kind_from_record(rec, meta, t)
+    _error_from_record(rec, response, choices, t)
+    entries = _logprob_entries(rec, choice, rf, i, ctx)
+    _set_output_ids(t, rec, choice, entries, rf, ctx)
+    _set_logprobs(t, rec, entries, rf, ctx)
+    _set_prompt_ids(t, rec, response, rf, ctx)
+    _set_record_mask(t, rec, rf, ctx)
+    align(t, entries, f"call {t.call}", rf, i, ctx)
+    return t
+
+
+def _request_and_response(rec: dict[str, Any], rf: Any, i: int, ctx: Ctx) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The record's request and response objects ({} when absent; any other type is a problem)."""
     request, response = rec.get("request"), rec.get("response")
     for name, val in (("request", request), ("response", response)):
         if val is not None and not isinstance(val, dict):
             ctx.add(rf.label, rf.where(i, f".{name}"), f"expected an object, got {type(val).__name__}; ignored")
-    request, response = _as_dict(request), _as_dict(response)
-    choices = response.get("choices")
-    choice = _as_dict(choices[0]) if isinstance(choices, list) and choices else {}
+    return _as_dict(request), _as_dict(response)
+
+
+def _call_number(rec: dict[str, Any], i: int) -> int:
+    """The record's call number (``turn``, else ``call``), else its place in the file from 1."""
+    for key in ("turn", "call"):
+        if type(rec.get(key)) is int:
+            return rec[key]
+    return i + 1
+
+
+def _reply_message(choice: dict[str, Any]) -> dict[str, Any]:
+    """The first choice's message, older vLLM's ``reasoning_content`` also as ``reasoning``."""
     message = _as_dict(choice.get("message"))
     if "reasoning" not in message and isinstance(message.get("reasoning_content"), str):
-        message = {**message, "reasoning": message["reasoning_content"]}  # older vLLM name
-    meta = _as_dict(rec.get("metadata"))
-    model = next((m for m in (request.get("model"), response.get("model"), meta.get("model"))
-                  if isinstance(m, str) and m), None)
-    t = Turn(index=i, call=call, messages=_as_list(request.get("messages")), tools=_as_list(request.get("tools")),
-             request=request, response=message, origin=TurnOrigin(file=rf.label, record=i, model=model))
-    fr = rec.get("finish_reason") or choice.get("finish_reason")
-    t.finish_reason = fr if isinstance(fr, str) else None
-    for k, attr in (("latency_s", "latency_s"), ("timestamp", "timestamp")):
-        v = rec.get(k)
-        if type(v) in (int, float):
-            setattr(t, attr, float(v))
-    _kind_from_record(rec, meta, t)
-    _error_from_record(rec, response, choices, t)
+        message = {**message, "reasoning": message["reasoning_content"]}
+    return message
 
-    # Logprob entries: the record's copy, else the response's.
+
+def _model_of(request: dict[str, Any], response: dict[str, Any], meta: dict[str, Any]) -> str | None:
+    """The model named by the request, else the response, else the record's metadata."""
+    return next((m for m in (request.get("model"), response.get("model"), meta.get("model"))
+                 if isinstance(m, str) and m), None)
+
+
+def _text(x: Any) -> str | None:
+    return x if isinstance(x, str) else None
+
+
+def _number(x: Any) -> float | None:
+    return float(x) if type(x) in (int, float) else None
+
+
+def _logprob_entries(rec: dict[str, Any], choice: dict[str, Any], rf: Any, i: int, ctx: Ctx) -> list[Any] | None:
+    """The logprob entries: the record's copy (a list, or an object's ``content``), else the response's."""
     entries = rec.get("logprobs")
     if isinstance(entries, dict):
         entries = entries.get("content")
     if entries is None:
         entries = _as_dict(choice.get("logprobs")).get("content")
-    if entries is not None and not isinstance(entries, list):
-        ctx.add(rf.label, rf.where(i, ".logprobs"), f"expected a list of logprob entries, got "
-                                                    f"{type(entries).__name__}; ignored")
-        entries = None
+    if entries is None or isinstance(entries, list):
+        return entries
+    ctx.add(rf.label, rf.where(i, ".logprobs"), f"expected a list of logprob entries, got "
+                                                f"{type(entries).__name__}; ignored")
+    return None
 
-    # Output ids: engine ids first, "token_id:N" strings second; cross-check when both.
-    engine: list[int] | None = None
+
+def _set_output_ids(t: Turn, rec: dict[str, Any], choice: dict[str, Any], entries: list[Any] | None,
+                    rf: Any, ctx: Ctx) -> None:
+    """Output ids: the engine's first, "token_id:N" strings second; cross-checked when both."""
+    engine = _engine_ids(rec, choice, rf, t.index, ctx)
+    strings, str_path = _string_ids(rec, entries, rf, t.index, ctx)
+    if engine and strings is not None and engine != strings:
+        ctx.add(rf.label, rf.where(t.index), f"call {t.call}: output ids from token_ids ({len(engine)}) differ "
+                                             f"from the 'token_id:N' strings in {str_path} ({len(strings)}) "
+                                             f"{first_diff(engine, strings)}; using token_ids")
+    if engine:
+        t.output_ids, t.output_source = engine, "engine"
+    elif strings:
+        t.output_ids, t.output_source = strings, "token_id_strings"
+
+
+def _engine_ids(rec: dict[str, Any], choice: dict[str, Any], rf: Any, i: int, ctx: Ctx) -> list[int] | None:
+    """The first clean list of engine ids of the three places a record keeps them, else the first
+    valid prefix of one."""
+    prefix: list[int] | None = None
     for path, val in ((".completion_token_ids", rec.get("completion_token_ids")),
                       (".response.choices[0].token_ids", choice.get("token_ids")),
                       (".token_ids", rec.get("token_ids"))):
         chk = check_ids(val)
         note(ctx, rf, i, path, chk)
         if chk.value and not chk.error:
-            engine = chk.value
-            break
-        if chk.value and engine is None:
-            engine = chk.value  # a valid prefix; a later clean source may still replace it
-    strings: list[int] | None = None
-    str_path = ".completion_tokens"
+            return chk.value
+        if chk.value and prefix is None:
+            prefix = chk.value  # a later clean source may still replace it
+    return prefix
+
+
+def _string_ids(rec: dict[str, Any], entries: list[Any] | None, rf: Any, i: int,
+                ctx: Ctx) -> tuple[list[int] | None, str]:
+    """Ids from "token_id:N" strings (the record's ``completion_tokens``, else the entries' tokens),
+    and where they came from."""
     if rec.get("completion_tokens") is not None:
         chk = ids_from_token_strings(rec.get("completion_tokens"))
-        note(ctx, rf, i, str_path, chk)
-        strings = chk.value
-    if strings is None and entries:
-        str_path = ".logprobs[].token"
-        toks = entry_values(entries, "token")
-        chk = ids_from_token_strings(toks)
-        note(ctx, rf, i, str_path, chk)
-        strings = chk.value
-    if engine and strings is not None and engine != strings:
-        ctx.add(rf.label, rf.where(i), f"call {call}: output ids from token_ids ({len(engine)}) differ from "
-                                       f"the 'token_id:N' strings in {str_path} ({len(strings)}) "
-                                       f"{first_diff(engine, strings)}; using token_ids")
-    if engine:
-        t.output_ids, t.output_source = engine, "engine"
-    elif strings:
-        t.output_ids, t.output_source = strings, "token_id_strings"
+        note(ctx, rf, i, ".completion_tokens", chk)
+        if chk.value is not None:
+            return chk.value, ".completion_tokens"
+    if not entries:
+        return None, ""
+    chk = ids_from_token_strings(entry_values(entries, "token"))
+    note(ctx, rf, i, ".logprobs[].token", chk)
+    return chk.value, ".logprobs[].token"
 
-    # Logprobs: per_token_logps, else the entries' values.
+
+def _set_logprobs(t: Turn, rec: dict[str, Any], entries: list[Any] | None, rf: Any, ctx: Ctx) -> None:
+    """Logprobs: ``per_token_logps``, else the entries' values."""
     lps: list[float | None] | None = None
     if rec.get("per_token_logps") is not None:
         chk = check_logprobs(rec.get("per_token_logps"))
-        note(ctx, rf, i, ".per_token_logps", chk)
+        note(ctx, rf, t.index, ".per_token_logps", chk)
         lps = chk.value
         t.origin = t.origin.replace(logprobs_from="per_token_logps")
     if not lps and entries:
-        raw = entry_values(entries, "logprob")
-        chk = check_logprobs(raw)
-        note(ctx, rf, i, ".logprobs[].logprob", chk)
+        chk = check_logprobs(entry_values(entries, "logprob"))
+        note(ctx, rf, t.index, ".logprobs[].logprob", chk)
         lps = chk.value
         t.origin = t.origin.replace(logprobs_from="logprobs")
     t.logprobs = lps or []
 
-    # Prompt ids: the engine's, when the record carries them.
-    pval = rec.get("prompt_token_ids")
-    ppath = ".prompt_token_ids"
+
+def _set_prompt_ids(t: Turn, rec: dict[str, Any], response: dict[str, Any], rf: Any, ctx: Ctx) -> None:
+    """Prompt ids: the engine's, when the record (or its response) carries them."""
+    pval, ppath = rec.get("prompt_token_ids"), ".prompt_token_ids"
     if pval is None and "prompt_token_ids" in response:
         pval, ppath = response.get("prompt_token_ids"), ".response.prompt_token_ids"
     chk = check_ids(pval)
-    note(ctx, rf, i, ppath, chk)
+    note(ctx, rf, t.index, ppath, chk)
     if chk.value:
         t.prompt_ids, t.prompt_source = chk.value, "engine"
 
-    n_out = len(t.output_ids)
+
+def _set_record_mask(t: Turn, rec: dict[str, Any], rf: Any, ctx: Ctx) -> None:
+    """The record's ``loss_mask`` (else ``mask``), and its ``trained`` flag once a mask is taken."""
     mval, mpath = (rec.get("loss_mask"), ".loss_mask") if "loss_mask" in rec else (rec.get("mask"), ".mask")
-    if mval is not None:
-        set_mask(t, mval, rf, i, mpath, ctx)
-        if type(rec.get("trained")) is bool and t.origin.mask_source:
-            t.trained = rec["trained"]
-    align(t, entries, f"call {call}", rf, i, ctx)
-    if n_out and len(t.output_ids) < n_out and t.mask:
-        t.mask = t.mask[:len(t.output_ids)]
-    return t
+    if mval is None:
+        return
+    set_mask(t, mval, rf, t.index, mpath, ctx)
+    if type(rec.get("trained")) is bool and t.origin.mask_source:
+        t.trained = rec["trained"]
 
 
 def _kind_from_record(rec: dict[str, Any], meta: dict[str, Any], t: Turn) -> None:
@@ -276,13 +329,15 @@ def set_mask(t: Turn, value: Any, rf: Any, i: int, path: str, ctx: Ctx) -> None:
 
 
 def align(t: Turn, entries: list[Any] | None, who: str, rf: Any, i: int, ctx: Ctx) -> None:
-    """Make ids, logprobs (and the entry views) the same length: keep the shorter aligned."""
+    """Make ids, logprobs (and the entry views, the mask) the same length: keep the shorter aligned."""
     file = rf.label
     n_ids, n_lp = len(t.output_ids), len(t.logprobs)
     if n_ids and n_lp and n_ids != n_lp:
         n = min(n_ids, n_lp)
         ctx.add(file, rf.where(i), f"{who}: {n_ids} output ids but {n_lp} logprobs; kept the first {n} aligned")
         t.output_ids, t.logprobs = t.output_ids[:n], t.logprobs[:n]
+    if len(t.mask) > len(t.output_ids):
+        t.mask = t.mask[:len(t.output_ids)]
     n = n_ids and len(t.output_ids) or len(t.logprobs)
     if entries:
         if len(entries) < n:

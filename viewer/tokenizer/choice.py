@@ -8,6 +8,7 @@ recorded in logprobs). Nothing here touches the network unless ``online=True``.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -154,27 +155,15 @@ def _public_choice(override: str, root: Path, online: bool, notes: list[str]) ->
     token — never a server folder elsewhere, and the same message whether such a folder exists."""
     if override.lower() == "qwen3":
         return _bundled("Tokenizer override 'qwen3'")
-    if Path(override).is_absolute():
-        p = Path(override).resolve()
-        if p.is_relative_to(root) and _is_tokenizer_dir(p):
-            try:
-                return TokenizerChoice(str(p), _local(str(p)), "local-dir", f"Tokenizer from folder {p}.")
-            except Exception as e:
-                notes.append(f"Could not load tokenizer folder {p}: {type(e).__name__}: {e}.")
-                return None
-    elif _REPO_ID.fullmatch(override) and ".." not in override:
-        d = _hub_snapshot(override, online)
-        if d is not None:
-            try:
-                return TokenizerChoice(override, _local(str(d)), "hub" if online else "hf-cache",
-                                       f"Tokenizer {override!r} from the Hugging Face Hub"
-                                       + ("." if online else " (local cache)."))
-            except Exception as e:
-                notes.append(f"Could not load {override!r}: {type(e).__name__}: {e}.")
-                return None
+    folder = Path(override).resolve() if Path(override).is_absolute() else None
+    if folder is not None and folder.is_relative_to(root) and _is_tokenizer_dir(folder):
+        return _from_folder(folder, f"Tokenizer from folder {folder}.", notes)
+    if _REPO_ID.fullmatch(override) and ".." not in override:  # (an absolute path never matches)
+        snapshot = _hub_snapshot(override, online)
+        if snapshot is not None:
+            return _from_snapshot(override, snapshot, online, notes)
         if tokenizer_name_for(override, local=False) == "qwen3":
-            c = _bundled(f"Tokenizer override {override!r} (offline)")
-            return TokenizerChoice(c.name, c.tokenizer, c.source, c.message + _qwen_note(override))
+            return _bundled_for(override, f"Tokenizer override {override!r} (offline)", notes)
     notes.append(f"Tokenizer {override!r}: on this public app a tokenizer is 'qwen3', a folder inside the data "
                  "folder, or a Hub repo id (OWNER/NAME)" + ("" if online else " already in the Hub cache") + ".")
     return None
@@ -196,6 +185,109 @@ def _hub_snapshot(name: str, online: bool) -> Path | None:
         return None
 
 
+def _from_snapshot(name: str, snapshot: Path, online: bool, notes: list[str]) -> TokenizerChoice | None:
+    """Hub repo ``name``'s tokenizer from its downloaded files, or None with why in ``notes``."""
+    try:
+        return TokenizerChoice(name, _local(str(snapshot)), "hub" if online else "hf-cache",
+                               f"Tokenizer {name!r} from the Hugging Face Hub" + ("." if online else " (local cache)."))
+    except Exception as e:
+        notes.append(f"Could not load {name!r}: {type(e).__name__}: {e}.")
+        return None
+
+
+def _override_choice(override: str, online: bool, notes: list[str]) -> TokenizerChoice | None:
+    """An override on a private app: a folder holding ``tokenizer.json``, ``qwen3``, else a Hub name
+    (from the Hub when ``online``, else from the local cache); None with why in ``notes``."""
+    folder = _as_local_dir(override)
+    if folder is not None:
+        return _from_folder(folder, f"Tokenizer from folder {folder}.", notes)
+    if override.lower() == "qwen3":
+        return _bundled("Tokenizer override 'qwen3'")
+    if Path(override).expanduser().is_dir():
+        notes.append(f"Tokenizer folder {override} has no tokenizer.json.")
+        return None
+    if online:
+        return _from_hub(override, notes)
+    return _from_hub_cache(override, notes)
+
+
+def _from_hub(name: str, notes: list[str]) -> TokenizerChoice | None:
+    """Hub name ``name``'s tokenizer downloaded (online only), or None with why in ``notes``."""
+    try:
+        return TokenizerChoice(name, _hub(name, False), "hub", f"Tokenizer {name!r} from the Hugging Face Hub.")
+    except Exception as e:
+        notes.append(f"Could not load {name!r} from the Hub: {type(e).__name__}: {e}.")
+        return None
+
+
+def _from_hub_cache(name: str, notes: list[str]) -> TokenizerChoice | None:
+    """Hub name ``name`` offline: from the local Hugging Face cache, else (a Qwen name) the bundled one."""
+    try:
+        return TokenizerChoice(name, _hub(name, True), "hf-cache",
+                               f"Tokenizer {name!r} from the local Hugging Face cache.")
+    except Exception as e:
+        if _cached_file(name) is not None:  # cached yet unloadable = a damaged download, not "needs network"
+            notes.append(f"Tokenizer {name!r} is in the local Hugging Face cache but could not be loaded "
+                         f"(a damaged download?): {type(e).__name__}: {e}.")
+            return None
+    if tokenizer_name_for(name) == "qwen3":
+        return _bundled_for(name, f"Tokenizer override {name!r} (offline)", notes)
+    notes.append(f"Tokenizer {name!r} is not a local folder, and Hub tokenizers need network "
+                 "access (the app is offline).")
+    return None
+
+
+def _from_folder(folder: Path | str, message: str, notes: list[str]) -> TokenizerChoice | None:
+    """The tokenizer in a local ``folder`` (after the ``notes`` so far), or None with why in ``notes``."""
+    try:
+        return TokenizerChoice(str(folder), _local(str(folder)), "local-dir", " ".join(notes + [message]))
+    except Exception as e:  # a broken folder: say so and fall back
+        notes.append(f"Could not load tokenizer folder {folder}: {type(e).__name__}: {e}.")
+        return None
+
+
+def _bundled_for(model: str, desc: str, notes: list[str]) -> TokenizerChoice:
+    """The bundled Qwen3 tokenizer for a Qwen-family ``model`` (after the ``notes`` so far)."""
+    c = _bundled(desc)
+    return dataclasses.replace(c, message=" ".join(notes + [c.message + _qwen_note(model)]))
+
+
+def _capture_choice(capture_dir: Path | None, root: Path | None, notes: list[str]) -> TokenizerChoice | None:
+    """The capture folder's own ``tokenizer/``, its files checked against the capture's summary."""
+    if capture_dir is None:
+        return None
+    d = Path(capture_dir) / TOKENIZER_DIR
+    # the capture's own folder, not a link out of it (public: anything else is a server file)
+    inside = root is None or d.resolve().is_relative_to(Path(capture_dir).resolve())
+    if not (inside and _is_tokenizer_dir(d)):
+        return None
+    try:
+        tok = _local(str(d.resolve()))
+        differ = verify_capture_tokenizer(Path(capture_dir))
+    except Exception as e:
+        notes.append(f"Could not load the capture folder's tokenizer: {type(e).__name__}: {e}.")
+        return None
+    check = f" Warning: {differ}." if differ else ""
+    return TokenizerChoice(str(d), tok, "capture-folder", " ".join(notes + ["Tokenizer from the capture folder." + check]))
+
+
+def _model_choice(model: str | None, root: Path | None, notes: list[str]) -> TokenizerChoice | None:
+    """The tokenizer the trace's model id maps to (:func:`tokenizer_name_for`; a folder only off a public app)."""
+    name = tokenizer_name_for(model, local=root is None)
+    if name == "qwen3":
+        return _bundled_for(str(model), f"Model {model!r}", notes)
+    if name is not None:
+        return _from_folder(name, f"Tokenizer from the model folder {name}.", notes)
+    return None
+
+
+def _no_choice(model: str | None, notes: list[str]) -> TokenizerChoice:
+    what = f"model {model!r}" if model else "this rollout (no model recorded)"
+    notes.append(f"No tokenizer for {what}: showing token ids (with their text where the file records it). "
+                 "Pick one under Open a rollout → Tokenizer override.")
+    return TokenizerChoice(None, None, "none", " ".join(notes))
+
+
 def resolve_tokenizer(model: str | None, override: str | None = None, capture_dir: Path | None = None,
                       online: bool = False, *, public: bool | None = None,
                       data_root: str | Path | None = None) -> TokenizerChoice:
@@ -211,79 +303,18 @@ def resolve_tokenizer(model: str | None, override: str | None = None, capture_di
     bundled tokenizers, folders inside ``data_root`` (typed overrides) and Hub repo ids only;
     a trace's model naming a folder is not followed.
     """
-    notes: list[str] = []
+    notes: list[str] = []  # why each candidate tried before the chosen one did not do (its message starts with them)
     override = (override or "").strip() or None
     root = _public_root(public, data_root)
     if override and root is not None:
-        hit = _public_choice(override, root, online, notes)
-        if hit is not None:
-            return hit
-        override = None
-    if override:
-        d = _as_local_dir(override)
-        if d is not None:
-            try:
-                return TokenizerChoice(str(d), _local(str(d)), "local-dir", f"Tokenizer from folder {d}.")
-            except Exception as e:  # a broken folder: say so and fall back
-                notes.append(f"Could not load tokenizer folder {d}: {type(e).__name__}: {e}.")
-        elif override.lower() == "qwen3":
-            return _bundled("Tokenizer override 'qwen3'")
-        elif Path(override).expanduser().is_dir():
-            notes.append(f"Tokenizer folder {override} has no tokenizer.json.")
-        elif online:
-            try:
-                return TokenizerChoice(override, _hub(override, False), "hub",
-                                       f"Tokenizer {override!r} from the Hugging Face Hub.")
-            except Exception as e:
-                notes.append(f"Could not load {override!r} from the Hub: {type(e).__name__}: {e}.")
-        else:
-            tok, found, broken = None, False, None
-            try:
-                tok, found = _hub(override, True), True
-            except Exception as e:
-                # in the local cache yet unloadable = a corrupt download: say so, not "needs network"
-                if _cached_file(override) is not None:
-                    broken = f"{type(e).__name__}: {e}"
-            if found:
-                return TokenizerChoice(override, tok, "hf-cache",
-                                       f"Tokenizer {override!r} from the local Hugging Face cache.")
-            if broken is not None:
-                notes.append(f"Tokenizer {override!r} is in the local Hugging Face cache but could not be loaded "
-                             f"(a damaged download?): {broken}.")
-            elif tokenizer_name_for(override) == "qwen3":
-                c = _bundled(f"Tokenizer override {override!r} (offline)")
-                return TokenizerChoice(c.name, c.tokenizer, c.source, c.message + _qwen_note(override))
-            else:
-                notes.append(f"Tokenizer {override!r} is not a local folder, and Hub tokenizers need network "
-                             "access (the app is offline).")
-    if capture_dir is not None:
-        d = Path(capture_dir) / TOKENIZER_DIR
-        # the capture's own folder, not a link out of it (public: anything else is a server file)
-        inside = root is None or d.resolve().is_relative_to(Path(capture_dir).resolve())
-        if inside and _is_tokenizer_dir(d):
-            try:
-                tok = _local(str(d.resolve()))
-                differ = verify_capture_tokenizer(Path(capture_dir))
-                check = (f" Warning: {differ}." if differ else "")
-                return TokenizerChoice(str(d), tok, "capture-folder",
-                                       " ".join(notes + ["Tokenizer from the capture folder." + check]))
-            except Exception as e:
-                notes.append(f"Could not load the capture folder's tokenizer: {type(e).__name__}: {e}.")
-    name = tokenizer_name_for(model, local=root is None)
-    if name == "qwen3":
-        c = _bundled(f"Model {model!r}")
-        message = " ".join(notes + [c.message + _qwen_note(model)])
-        return TokenizerChoice(c.name, c.tokenizer, c.source, message)
-    if name is not None:
-        try:
-            return TokenizerChoice(name, _local(name), "local-dir",
-                                   " ".join(notes + [f"Tokenizer from the model folder {name}."]))
-        except Exception as e:
-            notes.append(f"Could not load tokenizer folder {name}: {type(e).__name__}: {e}.")
-    what = f"model {model!r}" if model else "this rollout (no model recorded)"
-    notes.append(f"No tokenizer for {what}: showing token ids (with their text where the file records it). "
-                 "Pick one under Open a rollout → Tokenizer override.")
-    return TokenizerChoice(None, None, "none", " ".join(notes))
+        chosen = _public_choice(override, root, online, notes)
+    elif override:
+        chosen = _override_choice(override, online, notes)
+    else:
+        chosen = None
+    # the candidates in order: each answers a choice, or None (having said why in notes)
+    return (chosen or _capture_choice(capture_dir, root, notes) or _model_choice(model, root, notes)
+            or _no_choice(model, notes))
 
 
 def capture_dir_of(rollout: Any) -> Path | None:
