@@ -135,8 +135,6 @@ def _apply_entry(t: Turn, e: _Entry, rf: Any, ctx: Ctx, how: str) -> None:
         if not t.origin.mask_source:  # trained flag without a mask: mask follows it
             t.mask = [1 if e.trained else 0] * len(t.output_ids)
             t.origin = t.origin.replace(mask_source="turns_file")
-    align(t, None, f"call {t.call}", rf, e.index, ctx)
-    if len(t.mask) > len(t.output_ids):
-        t.mask = t.mask[:len(t.output_ids)]
+    align(t, None, f"call {t.call}", rf, e.index, ctx)  # (align also trims the mask to the kept ids)
     if isinstance(t.top_logprobs, TopKColumn) and len(t.top_logprobs) != len(t.output_ids):
         t.top_logprobs = t.output_bytes = None
