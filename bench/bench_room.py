@@ -102,13 +102,13 @@ sys.path.insert(0, sys.argv[1])
 from gradio.state_holder import SessionState
 from viewer.config import Settings
 from viewer.ui import create_app
-demo = create_app(Settings())
+demo = create_app(Settings.from_env())  # VIEWER_GRADIO_SEAM=0: Gradio's own behaviour (viewer/ui/seam.py)
 fns = {f.api_name: f for f in demo.fns.values()}
 
-async def visit(st):
-    await demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=st)
+async def visit(st):  # the last input of each: the visitor's view State (held by the session)
+    await demo.process_api(fns["open_sample"], ["qwen3-tiny", "", None], state=st)
     for t in (1, 2, 3):
-        await demo.process_api(fns["select_turn"], [None, t], state=st)
+        await demo.process_api(fns["select_turn"], [None, t, None], state=st)
 
 async def main(n=20):
     await visit(SessionState(demo))  # the shared cache and one-time tables are filled here

@@ -189,7 +189,7 @@ def test_the_app_says_when_what_it_would_send_is_over_response_mb(monkeypatch):
 
     demo = create_app(Settings.from_env())
     fn = next(f for f in demo.fns.values() if f.api_name == "open_sample")
-    answer = aio.run(demo.process_api(fn, ["qwen3-tiny", ""], state=SessionState(demo)))["data"]  # as Gradio calls it
+    answer = aio.run(demo.process_api(fn, ["qwen3-tiny", "", None], state=SessionState(demo)))["data"]  # as Gradio calls it
     text = json.dumps(answer, default=str)
     assert "VIEWER_BUDGET_RESPONSE_MB" in text and "budget" in text
 

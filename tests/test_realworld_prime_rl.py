@@ -270,7 +270,7 @@ def test_the_app_opens_a_token_export_with_its_mismatch_views(tmp_path, monkeypa
     demo = create_app(Settings.from_env())
     fns = {f.api_name: f for f in demo.fns.values()}
     st = SessionState(demo)
-    opened = aio.run(demo.process_api(fns["open_path"], ["rank_0.jsonl", ""], state=st))
+    opened = aio.run(demo.process_api(fns["open_path"], ["rank_0.jsonl", "", None], state=st))
     view = next(v for c, v in zip(fns["open_path"].outputs, opened["data"]) if c.elem_id == "token-view")
     assert '"dl":' in str(view) and '"tr":' in str(view)
     panel = fns["rescore_open"]

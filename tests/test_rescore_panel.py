@@ -57,7 +57,7 @@ def test_same_rescore_again_reuses_the_result_and_another_choice_runs_anew(tmp_p
 
     a, b = SessionState(demo), SessionState(demo)
     for st in (a, b):
-        aio.run(demo.process_api(fns["open_path"], ["own-qwen3-tiny", ""], state=st))
+        aio.run(demo.process_api(fns["open_path"], ["own-qwen3-tiny", "", None], state=st))
     first = rescore(a)
     assert "mean |Δ|" in first and loads == [loads[0]]
     values = re.findall(r'class="ri-v">([^<]*)<', first)  # mean |Δ|, max |Δ|, ratios, tokens, seconds, …

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import free_port
 from tv_payload import expand
+from viewer.ui import seam
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +27,14 @@ def no_wait_app():
                             quiet=True, **launch_kwargs(settings))
     yield demo, url.rstrip("/") + "/gradio_api"
     demo.close()
+
+
+def _needs(demo, *entries: str) -> None:
+    """A test of what a seam entry (viewer/ui/seam.py) buys: skipped where it is off (VIEWER_GRADIO_SEAM=0, or
+    another Gradio version), where the app runs on Gradio's own behaviour (tests/test_gradio_seam.py)."""
+    off = [e for e in entries if not seam.is_on(demo, e)]
+    if off:
+        pytest.skip(f"seam entries off for this app: {', '.join(off)}")
 
 
 def _call(api: str, fns: dict, data: list, session: str) -> list[tuple[str, dict]]:
@@ -48,9 +57,9 @@ def test_turn_switch_without_the_plot_wait_sends_its_answer_once(no_wait_app):
     # conversation) in a process_generating message and again in process_completed.
     demo, api = no_wait_app
     fn = {f.api_name: i for i, f in demo.fns.items()}
-    opened = _call(api, fn["open_sample"], ["qwen3-tiny", ""], "room-a")
+    opened = _call(api, fn["open_sample"], ["qwen3-tiny", "", None], "room-a")
     assert [m for m, _ in opened if m.startswith("process_")] == ["process_starts", "process_completed"]
-    msgs = _call(api, fn["select_turn"], [None, 2], "room-a")
+    msgs = _call(api, fn["select_turn"], [None, 2, None], "room-a")
     kinds = [m for m, _ in msgs]
     assert kinds.count("process_generating") == 0 and kinds.count("process_completed") == 1, kinds
     done = dict(msgs)["process_completed"]["output"]["data"]
@@ -68,7 +77,7 @@ def test_queue_does_not_rebuild_the_monitoring_summary_per_event(no_wait_app, mo
     real = q._get_df
     monkeypatch.setattr(q, "_get_df", lambda records: calls.append(len(records)) or real(records))
     for n in range(3):
-        _call(api, fn["select_turn"], [None, 1 + n], "room-b")
+        _call(api, fn["select_turn"], [None, 1 + n, None], "room-b")
     assert q.events_recorded >= 3 and calls == []
     assert len(q.event_analytics) <= 1_000  # the records it keeps are bounded too
 
@@ -80,12 +89,13 @@ def test_a_new_session_does_not_configure_every_block_up_front(no_wait_app, monk
     from gradio.state_holder import SessionState
 
     demo, api = no_wait_app
+    _needs(demo, "lazy_session_config")
     fn = {f.api_name: i for i, f in demo.fns.items()}
     made = []
     real = BlocksConfig.config_for_block
     monkeypatch.setattr(BlocksConfig, "config_for_block",
                         staticmethod(lambda _id, *a, **k: made.append(_id) or real(_id, *a, **k)))
-    msgs = _call(api, fn["select_turn"], [None, 1], "room-new-session")  # a new session's first event
+    msgs = _call(api, fn["select_turn"], [None, 1, None], "room-new-session")  # a new session's first event
     assert "process_completed" in dict(msgs)
     ins_outs = {b._id for b in demo.fns[fn["select_turn"]].inputs + demo.fns[fn["select_turn"]].outputs}
     assert len(demo.blocks) > 100 and set(made) <= ins_outs, (len(made), len(demo.blocks))
@@ -93,7 +103,7 @@ def test_a_new_session_does_not_configure_every_block_up_front(no_wait_app, monk
     # unpatched code makes it
     session = demo.state_holder["room-new-session"]
     eager = SessionState.__new__(SessionState)
-    getattr(SessionState, "_ri_eager_init", SessionState.__init__)(eager, demo)
+    seam.gradio_own("SessionState.__init__")(eager, demo)
     want = {c["id"]: c for c in eager.components}
     got = {c["id"]: c for c in session.components}
     assert got.keys() == want.keys()
@@ -114,9 +124,10 @@ def test_events_configure_no_block_and_the_copies_gradio_reads_are_its_own(monke
     from viewer.ui import create_app
 
     demo = create_app(dataclasses.replace(Settings.from_env(), plot_defer_s=0.0))  # called in-process, as Gradio does
+    _needs(demo, "lazy_session_config")
     fns = {f.api_name: f for f in demo.fns.values()}
-    events = [("open_sample", ["qwen3-tiny", ""]), ("select_turn", [None, 2]), ("select_turn", [None, 3]),
-              ("open_sample", ["smollm2", ""]), ("select_turn", [None, 1])]
+    events = [("open_sample", ["qwen3-tiny", "", None]), ("select_turn", [None, 2, None]),
+              ("select_turn", [None, 3, None]), ("open_sample", ["smollm2", "", None]), ("select_turn", [None, 1, None])]
 
     async def run(state):
         for name, data in events:
@@ -130,7 +141,7 @@ def test_events_configure_no_block_and_the_copies_gradio_reads_are_its_own(monke
     aio.run(run(lazy))
     assert made == []
     eager = SessionState.__new__(SessionState)  # Gradio's own SessionState, unpatched methods throughout
-    getattr(SessionState, "_ri_eager_init", SessionState.__init__)(eager, demo)
+    seam.gradio_own("SessionState.__init__")(eager, demo)
     assert type(eager.config_values) is dict
     aio.run(run(eager))
     assert len(made) > 200  # Gradio's: every block at the start, then the events' own
@@ -171,6 +182,7 @@ def test_reopening_a_link_builds_no_component_and_sends_what_gradio_sends(monkey
     from gradio.state_holder import SessionState
 
     demo = _demo(0.0)
+    _needs(demo, "cheap_skips", "session_copy")
     fns = {f.api_name: f for f in demo.fns.values()}
     outs = fns["open_sample"].outputs
     tools_at, rows_at = (next(i for i, b in enumerate(outs) if getattr(b, "elem_id", None) == e)
@@ -178,7 +190,7 @@ def test_reopening_a_link_builds_no_component_and_sends_what_gradio_sends(monkey
     state = SessionState(demo)
 
     async def open_():
-        return (await demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=state,
+        return (await demo.process_api(fns["open_sample"], ["qwen3-tiny", "", None], state=state,
                                        root_path="http://127.0.0.1"))["data"]
 
     first = aio.run(open_())
@@ -192,7 +204,7 @@ def test_reopening_a_link_builds_no_component_and_sends_what_gradio_sends(monkey
     assert again[rows_at] == {"__type__": "update"}  # as Gradio sends a skip: the row list stays hidden
     assert state.blocks_config.blocks[outs[rows_at]._id] is rows_block
     # Gradio's own postprocess of the same answer: the same message, at the price of building the row list
-    monkeypatch.setattr(Blocks, "postprocess_data", Blocks._ri_real_postprocess_data)
+    monkeypatch.setattr(Blocks, "postprocess_data", seam.gradio_own("Blocks.postprocess_data"))
     assert aio.run(open_()) == again and made == ["Dataframe"]
 
 
@@ -203,11 +215,12 @@ def test_a_two_step_answers_first_step_builds_no_plot(monkeypatch):
     from gradio.state_holder import SessionState
 
     demo = _demo(0.4)
+    _needs(demo, "cheap_skips")
     fns = {f.api_name: f for f in demo.fns.values()}
     state = SessionState(demo)
-    aio.run(demo.process_api(fns["open_sample"], ["qwen3-tiny", ""], state=state, root_path="http://127.0.0.1"))
+    aio.run(demo.process_api(fns["open_sample"], ["qwen3-tiny", "", None], state=state, root_path="http://127.0.0.1"))
     made = _count_components(monkeypatch)
-    got = aio.run(demo.process_api(fns["select_turn"], [None, 2], state=state, root_path="http://127.0.0.1"))
+    got = aio.run(demo.process_api(fns["select_turn"], [None, 2, None], state=state, root_path="http://127.0.0.1"))
     plot_at = next(i for i, b in enumerate(fns["select_turn"].outputs) if getattr(b, "elem_id", None) == "logprob-plot")
     assert got["is_generating"] and got["data"][plot_at] == {"__type__": "update"}
     assert expand(got["data"][plot_at - 1])["turn"] == 2 and made == []
@@ -246,7 +259,7 @@ def test_waiting_events_are_not_sent_their_place_each_time_another_starts(no_wai
     n = 12
     t0 = time.monotonic()
     for i in range(n):  # all waiting at once: the queue starts none while held
-        _join(api, fn, [None, 1 + i % 3], f"room-w{i}")
+        _join(api, fn, [None, 1 + i % 3, None], f"room-w{i}")
     held["on"] = False
     got = [_read(api, f"room-w{i}") for i in range(n)]
     elapsed = time.monotonic() - t0
@@ -264,12 +277,13 @@ def test_an_event_searches_no_path_for_matplotlib(no_wait_app, monkeypatch):
     import importlib.machinery
 
     demo, api = no_wait_app
+    _needs(demo, "no_matplotlib_search")
     fn = {f.api_name: i for i, f in demo.fns.items()}
     searched = []
     real = importlib.machinery.PathFinder.find_spec
     monkeypatch.setattr(importlib.machinery.PathFinder, "find_spec",
                         classmethod(lambda cls, name, *a, **k: searched.append(name) or real(name, *a, **k)))
-    msgs = _call(api, fn["select_turn"], [None, 2], "room-mpl")
+    msgs = _call(api, fn["select_turn"], [None, 2, None], "room-mpl")
     assert "process_completed" in dict(msgs)
     assert "matplotlib" not in searched, searched
     with pytest.raises(ImportError):  # still absent to anyone who asks, as before
@@ -305,14 +319,15 @@ def test_a_made_turn_is_answered_on_the_event_loop_and_a_new_one_in_a_worker_thr
         return out
 
     first = SessionState(demo)
-    opened, = aio.run(visit(first, ("open_sample", ["qwen3-tiny", ""])))
+    opened, = aio.run(visit(first, ("open_sample", ["qwen3-tiny", "", None])))
     assert where and all(w == "thread" for _, w in where)  # the first open parses the sample: a thread's work
     del where[:]
-    made_here, = aio.run(visit(first, ("select_turn", [None, 2])))
+    made_here, = aio.run(visit(first, ("select_turn", [None, 2, None])))
     assert where == [(2, "event loop"), (2, "thread")]  # looked up, not made yet: made in a thread
     del where[:]
     second = SessionState(demo)  # another visitor, the same link: everything is made now
-    reopened, made_before = aio.run(visit(second, ("open_sample", ["qwen3-tiny", ""]), ("select_turn", [None, 2])))
+    reopened, made_before = aio.run(visit(second, ("open_sample", ["qwen3-tiny", "", None]),
+                                          ("select_turn", [None, 2, None])))
     assert where and all(w == "event loop" for _, w in where), where
     assert made_before[1] == 2 and json.loads(made_before[2])["turn"] == 2 and made_before[3] is not None
     assert made_before == made_here  # the same answer, whichever way it was made
@@ -347,7 +362,8 @@ def test_with_the_plot_wait_a_made_turn_is_made_on_the_event_loop_and_its_plots_
             out.append(steps)
         return out
 
-    aio.run(visit(SessionState(demo), ("open_sample", ["qwen3-tiny", ""]), ("select_turn", [None, 2])))  # made
+    aio.run(visit(SessionState(demo), ("open_sample", ["qwen3-tiny", "", None]),
+                  ("select_turn", [None, 2, None])))  # made
     where = []
 
     def noting(fn):
@@ -358,8 +374,8 @@ def test_with_the_plot_wait_a_made_turn_is_made_on_the_event_loop_and_its_plots_
 
     monkeypatch.setattr(Handlers, "turn_values", noting(Handlers.turn_values))
     monkeypatch.setattr(staged, "resolve", noting(staged.resolve))
-    opened, switched = aio.run(visit(SessionState(demo), ("open_sample", ["qwen3-tiny", ""]),
-                                     ("select_turn", [None, 2])))
+    opened, switched = aio.run(visit(SessionState(demo), ("open_sample", ["qwen3-tiny", "", None]),
+                                     ("select_turn", [None, 2, None])))
     assert where and set(where) == {("turn_values", "event loop"), ("resolve", "event loop")}, where
     first, then = switched[0], switched[-1]
     assert len(switched) == 2 and first[1] == then[1] == 2 and json.loads(first[2])["turn"] == 2
@@ -375,6 +391,7 @@ def test_small_inputs_are_preprocessed_without_a_thread_and_still_checked(monkey
     from gradio.state_holder import SessionState
 
     demo = _demo(0.0)
+    _needs(demo, "inline_small_preprocess")
     fns = {f.api_name: f for f in demo.fns.values()}
     handed = []
     real = anyio.to_thread.run_sync
@@ -384,10 +401,10 @@ def test_small_inputs_are_preprocessed_without_a_thread_and_still_checked(monkey
     async def call(name, data):
         return (await demo.process_api(fns[name], data, state=state, root_path="http://127.0.0.1"))["data"]
 
-    aio.run(call("open_sample", ["qwen3-tiny", ""]))
-    switched = aio.run(call("select_turn", [None, 2.0]))  # the number box sends a float
+    aio.run(call("open_sample", ["qwen3-tiny", "", None]))
+    switched = aio.run(call("select_turn", [None, 2.0, None]))  # the number box sends a float
     assert switched[1] == 2 and json.loads(switched[2])["turn"] == 2
     assert [f for f in handed if getattr(f, "__name__", "") == "preprocess"] == []
     # Gradio's own checks still run: a sample that is not one of the picker's choices is refused
     with pytest.raises(Exception, match="not in the list of choices"):
-        aio.run(call("open_sample", ["../../etc", ""]))
+        aio.run(call("open_sample", ["../../etc", "", None]))

@@ -4,6 +4,8 @@ from __future__ import annotations
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from viewer.ui.signin import hub_token
 
 
@@ -40,3 +42,51 @@ def test_the_handlers_do_not_ask_gradio_for_a_token_parameter():
              and any(p.annotation in (gr.OAuthToken, gr.OAuthToken | None, "gr.OAuthToken | None")
                     for p in __import__("inspect").signature(f.fn).parameters.values())}
     assert names == set()  # off a Space the capture tab has no sign-in handlers either
+
+
+def test_what_gradios_own_oauth_callback_stores_is_what_hub_reads_use(monkeypatch):
+    """Not a dict we wrote: Gradio's own login callback (its local stand-in for the Space's, the same session
+    key) stores the sign-in in its signed session cookie, and a later request's hub_token reads it back. A
+    rename of Gradio's session key fails here."""
+    import gradio.oauth
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+    from fastapi.testclient import TestClient
+
+    from viewer.ui.signin import space_sign_in
+
+    monkeypatch.delenv("SPACE_ID", raising=False)
+    assert not space_sign_in()  # off a Space Gradio mounts its mocked routes: no HF account is asked for here
+    monkeypatch.setattr(gradio.oauth, "_get_mocked_oauth_info", lambda: {
+        "access_token": "hf_signed_in_visitor", "token_type": "bearer", "scope": "openid profile",
+        "expires_at": int(time.time()) + 60, "userinfo": {"preferred_username": "visitor"}})
+    app = FastAPI()
+    with pytest.warns(UserWarning, match="mocked with your profile"):  # Gradio says so off a Space
+        gradio.oauth.attach_oauth(app)
+
+    async def token(request):  # a plain Starlette route: the request as Gradio's gr.Request wraps it
+        return JSONResponse({"token": hub_token(SimpleNamespace(request=request))})
+
+    app.add_route("/token", token)
+
+    with TestClient(app, base_url="https://testserver") as http:  # the session cookie is https-only
+        assert http.get("/token").json() == {"token": None}
+        http.get("/login/callback", follow_redirects=False)
+        assert http.get("/token").json() == {"token": "hf_signed_in_visitor"}
+        http.get("/logout", follow_redirects=False)
+        assert http.get("/token").json() == {"token": None}
+
+
+@pytest.mark.parametrize("env", [{}, {"SPACE_ID": "o/s"}, {"SYSTEM": "spaces"}, {"SYSTEM": "spaces", "SPACE_ID": "o/s"},
+                                 {"SYSTEM": "other", "SPACE_ID": "o/s"}, {"SYSTEM": "spaces", "SPACE_ID": ""}])
+def test_the_login_button_is_offered_exactly_where_gradio_mounts_its_real_oauth_routes(env, monkeypatch):
+    """Elsewhere Gradio's routes sign every visitor in as this machine's own HF login."""
+    from gradio.utils import get_space
+
+    from viewer.ui.signin import space_sign_in
+
+    for k in ("SYSTEM", "SPACE_ID"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert space_sign_in() == (get_space() is not None) == space_sign_in(env)

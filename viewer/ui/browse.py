@@ -133,8 +133,7 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows, sample] + turn_outputs
     assert outputs[STATUS] is status and outputs[PROBLEMS] is problems  # the failure's places (browse_handlers)
     assert outputs[TOOLS] is tool_f and outputs[ROWS] is rows  # the components whose props an open updates
-    h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs),
-                       view_settings)
+    h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
 
     # Browsing only reads shared, cached values: many at once, in one concurrency group of
     # its own, so a long scan or capture (own groups, see drift_tab / capture_tab) never
@@ -150,25 +149,29 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     # Opens hold one of their visitor's few slots (viewer/ui/fair.py, the session_events budget): one visitor's
     # re-parses cannot fill the browse group that everyone's opens share (issue 36, finding 5)
     fair = dict(share=int(settings.limits().session_events), busy=h.failure)
-    sample.input(staged(h.on_sample, defer, inline=True, **fair), [sample, tok_box], outputs, api_name="open_sample",
-                 **shows)
-    load_btn.click(staged(h.on_path, defer, inline=True, **fair), [path, tok_box], outputs, api_name="open_path",
+    # Every event that shows a turn takes the visitor's view settings (the last input: their IS choice for the
+    # Δ marks, rescores.as_visitor); a State input is held on the server, so API clients send nothing for it.
+    v = view_settings
+    sample.input(staged(h.on_sample, defer, inline=True, **fair), [sample, tok_box, v], outputs,
+                 api_name="open_sample", **shows)
+    load_btn.click(staged(h.on_path, defer, inline=True, **fair), [path, tok_box, v], outputs, api_name="open_path",
                    **shows)
-    path.submit(staged(h.on_path, defer, inline=True, **fair), [path, tok_box], outputs, api_visibility="private",
+    path.submit(staged(h.on_path, defer, inline=True, **fair), [path, tok_box, v], outputs, api_visibility="private",
                 **shows)
-    upload.upload(staged(h.on_upload, defer, **fair), [upload, tok_box, key], outputs, api_name="open_upload", **shows)
-    tok_btn.click(staged(h.on_tokenizer, defer, **fair), [key, tok_box, turn], outputs, api_name="set_tokenizer",
+    upload.upload(staged(h.on_upload, defer, **fair), [upload, tok_box, key, v], outputs, api_name="open_upload",
                   **shows)
-    rows.select(staged(h.on_source_row, defer, **fair), [key], outputs, api_name="open_source_row",
+    tok_btn.click(staged(h.on_tokenizer, defer, **fair), [key, tok_box, turn, v], outputs, api_name="set_tokenizer",
+                  **shows)
+    rows.select(staged(h.on_source_row, defer, **fair), [key, v], outputs, api_name="open_source_row",
                 api_visibility="private", **shows)
-    table.select(staged(h.on_table_select, defer, inline=True), [key], turn_outputs, api_visibility="private",
+    table.select(staged(h.on_table_select, defer, inline=True), [key, v], turn_outputs, api_visibility="private",
                  **shows)
-    turn_no.submit(staged(h.on_select_turn, defer, inline=True), [key, turn_no], turn_outputs,
+    turn_no.submit(staged(h.on_turn_number, defer, inline=True), [key, turn_no, v], turn_outputs,
                    api_name="select_turn", **shows)
     # ← / → step from the turn number shown, not the turn State: a State is stored on the server
     # when a two-step answer ends, so a second press within the plots' wait read the old turn and
     # stepped from it (→ then ← landed on turn 0); the number box has the first step's value.
-    steps = [key, turn_no, trained_only, low_only, tool_f]  # ← / → walk the turns the list shows
+    steps = [key, turn_no, trained_only, low_only, tool_f, v]  # ← / → walk the turns the list shows
     # A second press while the first answer's plots are pending is queued, not dropped (Gradio's
     # default trigger_mode "once" ignored it: ◀ ◀ moved one turn).
     prev_btn.click(staged(h.on_prev, defer, inline=True), steps, turn_outputs, api_name="prev_turn",

@@ -1,9 +1,9 @@
 """The browse screen's event handlers, one named method each (the layout is in viewer/ui/browse.py).
 
-Handlers are thin: they turn UI inputs into calls on viewer.views / render / plots and return
-the values of the screen's outputs. Errors become a visible notice; the app keeps working.
-A handler returns one value per output of ``Slots.outputs`` (opening a rollout) or
-``Slots.turn_outputs`` (selecting a turn); slow values (plots) are :class:`Later`.
+Handlers are thin: they turn UI inputs into calls on viewer.views / render / plots and return the values
+of the screen's outputs. Errors become a visible notice; the app keeps working. A handler returns one value
+per output of ``Slots.outputs`` (opening a rollout) or ``Slots.turn_outputs`` (selecting a turn); slow values
+(plots) are :class:`Later`. One that shows a turn takes ``view`` (the visitor's view State): as_visitor.
 """
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ from ..visitor import local_path
 from ..views import turn_table, turn_view
 from . import rescores
 from .downloads import who
+from .seam import session_copy
 from .opening import dataset_link, open_spec, sample_label
 from .staged import Later, resolve
 from .store import Opened, RolloutStore
 
-__all__ = ["Handlers", "Slots", "wire", "default_turn", "shown_name", "session_block",
-           "ROWS_SHOWN", "STATUS", "TOOLS", "PROBLEMS", "ROWS"]
+__all__ = ["Handlers", "Slots", "wire", "default_turn", "shown_name", "ROWS_SHOWN", "STATUS", "TOOLS", "PROBLEMS",
+           "ROWS"]
 
 STATUS, TOOLS, PROBLEMS, ROWS = 2, 4, 8, 9  # places in the outputs (viewer/ui/browse.py checks them)
 ROWS_SHOWN = 200  # rows of a data file listed on the Tokens tab (the Datasets tab pages through any number)
@@ -46,15 +47,6 @@ def wire(component, value):
     postprocess=False (``Browse.shows``); such an event's other outputs go through this too."""
     out = component.postprocess(value)
     return out.model_dump() if hasattr(out, "model_dump") else out
-
-
-def session_block(component):
-    """``component`` as the visitor whose event is running holds it now (Gradio's per-session copy, which
-    an update replaces), or None outside an event."""
-    from gradio.context import LocalContext
-
-    blocks = LocalContext.blocks_config.get(None)
-    return blocks.blocks.get(component._id) if blocks is not None else None
 
 
 def default_turn(op: Opened) -> int | None:
@@ -91,8 +83,8 @@ class Handlers:
     """Everything the browse screen's events do. ``turn_parts`` (one turn's token-view payload and
     conversation) is supplied by the subclass in viewer/ui/browse.py."""
 
-    def __init__(self, settings: Settings, store: RolloutStore, slots: Slots, view=None):  # view: Browse.view
-        self.settings, self.store, self.slots, self.view = settings, store, slots, view
+    def __init__(self, settings: Settings, store: RolloutStore, slots: Slots):
+        self.settings, self.store, self.slots = settings, store, slots
 
     def turn_parts(self, op: Opened, index: int, focus, mode: str, choice=None) -> tuple:  # pragma: no cover
         raise NotImplementedError
@@ -107,8 +99,9 @@ class Handlers:
     def turn_values(self, op: Opened, index: int | None, focus=None, mode: str = "mask") -> list:
         if index is None:
             return [None, None, "", None, render.notice_html("This rollout has no turns.")]
-        # Shared by every session (a room builds each turn once); keyed on the rescore and the visitor's IS choice.
-        vs = rescores.view_stamp(op.key, self.view)
+        # Shared by every session (a room builds each turn once); keyed on the rescore and the visitor's IS choice
+        # (their view State, an input of every event that shows a turn: rescores.as_visitor)
+        vs = rescores.view_stamp(op.key)
         try:
             payload, convo = self.store.derived(op.key, ("turn", index, focus, mode, vs),
                                                 lambda: self.turn_parts(op, index, focus, mode, vs[1]))
@@ -164,9 +157,10 @@ class Handlers:
     # An update of a component's props makes Gradio build a new component for the session (~1.5 ms of
     # server CPU each, most of an open's own work: docs/SPEED.md, room). A room of visitors reopening
     # one link asks for the props their copies already have: then only the value is sent (or nothing).
+    # The visitor's copy comes through the seam (viewer/ui/seam.py); with it off, the update is always sent.
     def tool_filter(self, choices: list[str]):
         """The tool filter reset to "(any)", listing ``choices``: an update only if the visitor's lists others."""
-        mine = session_block(self.slots.outputs[TOOLS])
+        mine = session_copy(self.slots.outputs[TOOLS])
         if mine is not None and list(getattr(mine, "choices", None) or []) == [(str(c), c) for c in choices]:
             return "(any)"
         return gr.Dropdown(choices=choices, value="(any)")
@@ -197,7 +191,7 @@ class Handlers:
     def rows_update(self, op: Opened):
         got = self.store.derived(op.key, ("rows",), lambda: self.source_rows(op))
         if got is None:  # hidden: nothing to send if the visitor's row list is (a capture after a capture)
-            mine = session_block(self.slots.outputs[ROWS])
+            mine = session_copy(self.slots.outputs[ROWS])
             return gr.skip() if mine is not None and mine.visible is False else gr.update(visible=False)
         total, value = got
         more = f" (the first {ROWS_SHOWN}; the Datasets tab pages through all)" if total > ROWS_SHOWN else ""
@@ -215,7 +209,8 @@ class Handlers:
         return self.store.open_shared(f"{path}|{n}|{st.st_mtime_ns}:{st.st_size}", read,
                                       link=dataset_link(str(path), n, self.settings), path=path)
 
-    def on_source_row(self, k: str | None, evt: gr.SelectData) -> list:
+    @rescores.as_visitor
+    def on_source_row(self, k: str | None, view, evt: gr.SelectData) -> list:
         op = self.store.get(k)
         value = evt.row_value if evt is not None else None
         if op is None or not value or op.path is None:
@@ -246,7 +241,7 @@ class Handlers:
         out[STATUS] = render.notice_html(said, "error")
         return out
 
-    def skip_turn(self) -> list:
+    def skip_turn(self) -> list:  # every turn output left as it is
         return [gr.skip()] * len(self.slots.turn_outputs)
 
     # --- opening ------------------------------------------------------------------------------
@@ -267,19 +262,22 @@ class Handlers:
         except BudgetExceeded as e:  # what the rollout's screens would send is over a budget
             return self.failure(str(e))
 
-    def on_sample(self, name: str, override: str):
+    @rescores.as_visitor
+    def on_sample(self, name: str, override: str, view=None):
         if not name:
             return self.failure("Pick a sample.")
         return self.open_path(SAMPLE_DIR / name, override)
 
-    def on_path(self, text: str, override: str):
+    @rescores.as_visitor
+    def on_path(self, text: str, override: str, view=None):
         try:
             p = local_path(text, self.settings)
         except ValueError as e:
             return self.failure(str(e))
         return self.open_path(p, override)
 
-    def on_upload(self, files: list[str] | None, override: str, k: str | None = None, request: gr.Request = None):
+    @rescores.as_visitor
+    def on_upload(self, files: list[str] | None, override: str, k=None, view=None, request: gr.Request = None):
         if not files:
             return self.failure("No files uploaded.")
         shown, names = self.store.get(k), ", ".join(Path(f).name for f in files)
@@ -297,7 +295,8 @@ class Handlers:
             return self.failure("; ".join(notes) or "Nothing usable in the upload.", shown, names)
         return self.open_path(root, override, note="; ".join(notes), shown=shown, file=names)
 
-    def on_tokenizer(self, k: str | None, override: str, index):
+    @rescores.as_visitor
+    def on_tokenizer(self, k: str | None, override: str, index, view=None):
         op = self.store.get(k)
         if op is None:
             return self.failure("Open a rollout first.")
@@ -349,7 +348,12 @@ class Handlers:
         except KeyError:
             return self.skip_turn()
 
-    def on_table_select(self, k: str | None, evt: gr.SelectData) -> list:
+    @rescores.as_visitor
+    def on_turn_number(self, k: str | None, index, view=None) -> list:  # the turn number box
+        return self.on_select_turn(k, index)
+
+    @rescores.as_visitor
+    def on_table_select(self, k: str | None, view, evt: gr.SelectData) -> list:
         row = evt.row_value if evt is not None else None
         if not row:
             return self.skip_turn()
@@ -380,10 +384,12 @@ class Handlers:
             return self.skip_turn()
         return self.turn_values(op, target)
 
-    def on_prev(self, k: str | None, index, trained: bool = False, low: bool = False, tool: str | None = None) -> list:
+    @rescores.as_visitor
+    def on_prev(self, k: str | None, index, trained=False, low=False, tool: str | None = None, view=None) -> list:
         return self.on_step(k, index, -1, trained, low, tool)
 
-    def on_next(self, k: str | None, index, trained: bool = False, low: bool = False, tool: str | None = None) -> list:
+    @rescores.as_visitor
+    def on_next(self, k: str | None, index, trained=False, low=False, tool: str | None = None, view=None) -> list:
         return self.on_step(k, index, +1, trained, low, tool)
 
     def on_filter(self, k: str | None, trained: bool, low: bool, tool: str):

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import gradio as gr
-from gradio.context import Context
 
 from .. import render
 from ..capture.fields import BACKENDS, MODELS, capture_spec
@@ -19,6 +18,7 @@ from ..capture.spec import CaptureSpec, new_capture_dir
 from ..config import Settings
 from ..layout import TRACE
 from ..visitor import VisitorError, deep_link, job_id as valid_job_id
+from .signin import space_sign_in
 
 __all__ = ["build", "progress_html", "form_spec"]
 
@@ -51,15 +51,14 @@ def form_spec(settings: Settings, public: bool, token: str, backend_v, model_v, 
                         results_repo=repo_v, spell_tool_call_as_pieces=bool(pieces_v), rescore=bool(rescore_v))
 
 
-def build(settings: Settings, store, browse) -> None:
-    """Create this screen's components inside the current gr.Tab and wire its events."""
+def build(settings: Settings, store, browse, demo=None) -> None:
+    """Create this screen's components inside the current gr.Tab and wire its events (``demo``: the app,
+    whose page load re-attaches ``?job=<id>``)."""
     job_state = gr.State(None)
     public = is_public(settings)
     # Sign-in works on a Space (gradio's OAuth routes); elsewhere a LoginButton would need this
     # machine's own HF login, so a public app off a Space simply allows no capture.
-    from gradio.utils import get_space
-
-    oauth = public and get_space() is not None
+    oauth = public and space_sign_in()
     with gr.Column(elem_id="capture-panel"):
         gr.Markdown("Run a real opencode agent on one task through the recording proxy in front of vLLM. "
                     "CPU models are for development; use `endpoint` or `hf-jobs` for a real model on a GPU.")
@@ -210,6 +209,5 @@ def build(settings: Settings, store, browse) -> None:
     timer.tick(on_tick, [job_state], [progress, timer] + list(browse.outputs), api_visibility="private",
                show_progress="hidden", postprocess=False)  # browse.show_fn's values come serialised
     cancel.click(on_cancel, [job_state], [progress], api_visibility="private")
-    root = Context.root_block
-    if root is not None:
-        root.load(on_load, None, [job_state, progress, timer], api_visibility="private", show_progress="hidden")
+    if demo is not None:
+        demo.load(on_load, None, [job_state, progress, timer], api_visibility="private", show_progress="hidden")

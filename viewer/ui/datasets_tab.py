@@ -15,7 +15,7 @@ import gradio as gr
 import pandas as pd
 
 from .. import render
-from . import signin
+from . import rescores, signin
 from ..budgets import BudgetExceeded
 from ..config import Settings
 from ..row_browser import ROW_COLUMNS, SORT_KEYS, Filters, browse_page
@@ -168,7 +168,8 @@ def build(settings: Settings, store, browse) -> None:
 
     view_outputs = list(browse.outputs) + [browse.tabs, status]
 
-    def open_row(k, row, progress=gr.Progress()):
+    @rescores.as_visitor  # the visitor's view settings (their IS choice for the Δ marks): browse.view
+    def open_row(k, row, view=None, progress=gr.Progress()):
         src = _get(k)
         skip = [gr.skip()] * (len(browse.outputs) + 1)
         if src is None:
@@ -197,11 +198,11 @@ def build(settings: Settings, store, browse) -> None:
         done = render.notice_html(f"Opened row {int(row)} in the viewer.")
         return list(browse.show_fn(op, None, note)) + [gr.Tabs(selected="tokens"), done]
 
-    def on_table_select(k, evt: gr.SelectData):
+    def on_table_select(k, view, evt: gr.SelectData):
         value = evt.row_value if evt is not None else None
         if not value:
             return [gr.skip()] * (len(browse.outputs) + 2)
-        return open_row(k, value[0])
+        return open_row(k, value[0], view)
 
     page_outputs = [key, status, table, page]
     open_btn.click(on_open, [source, fmt, split, config] + filter_inputs, page_outputs, api_name="ds_open")
@@ -222,5 +223,5 @@ def build(settings: Settings, store, browse) -> None:
         f.input(on_filter, [key] + filter_inputs, page_outputs, api_visibility="private")
     for f in (f_agent, f_model, f_task, f_rmin, f_rmax):
         f.submit(on_filter, [key] + filter_inputs, page_outputs, api_visibility="private")
-    row_btn.click(open_row, [key, row_no], view_outputs, api_name="ds_open_row", **browse.shows)
-    table.select(on_table_select, [key], view_outputs, api_visibility="private", **browse.shows)
+    row_btn.click(open_row, [key, row_no, browse.view], view_outputs, api_name="ds_open_row", **browse.shows)
+    table.select(on_table_select, [key, browse.view], view_outputs, api_visibility="private", **browse.shows)

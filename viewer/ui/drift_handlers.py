@@ -27,6 +27,7 @@ from ..sources import SourceError
 from ..sources.shown import shown_path, shown_text
 from ..memo import approx_nbytes
 from ..visitor import local_path
+from . import rescores
 from .downloads import download_all
 from .session import Run, run_of
 
@@ -215,7 +216,8 @@ class TurnPanel:
     def costs_follow(self, on: bool, key, trainer, train_turns) -> list:
         return self.costs(key, trainer, train_turns) if on else [gr.skip(), gr.skip()]
 
-    def jump_turn(self, key: str | None, index):
+    @rescores.as_visitor  # view: the visitor's view settings (browse.view)
+    def jump_turn(self, key: str | None, index, view=None):
         if self.store.get(key) is None or index is None:
             return [gr.skip()] * len(self.browse.turn_outputs)
         return self.browse.select_fn(key, index)
@@ -357,7 +359,8 @@ class ScanPanel:
             return render.notice_html("No scan running.")
         return render.notice_html("Cancelling: the scan stops after the current chunk.")
 
-    def on_pick(self, sid: str | None, evt: gr.SelectData):
+    @rescores.as_visitor
+    def on_pick(self, sid: str | None, view, evt: gr.SelectData):
         """A click on a scan table row: open its rollout at its turn on the Tokens tab."""
         row = evt.row_value if evt is not None else None
         skip = [gr.skip()] * (len(self.browse.outputs) + 1)

@@ -108,7 +108,7 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
                        [visible, browse.key, browse.turn, *pick], view_outputs)
     row_pick.input(tp.on_row, [browse.key, browse.turn, row_pick, *pick], row_view, api_name="drift_row", **fast)
     repro_btn.click(tp.export, [browse.key, browse.turn], repro_files, api_name="drift_repro", **fast)
-    turn_box.submit(tp.jump_turn, [browse.key, turn_box], browse.turn_outputs, api_name="drift_select_turn",
+    turn_box.submit(tp.jump_turn, [browse.key, turn_box, browse.view], browse.turn_outputs, api_name="drift_select_turn",
                     **browse.shows)
     # what a deck's drift step fills (viewer/ui/talk_panel.py): this turn's report and the gradient cost
     handle = SimpleNamespace(show=tp.show, outputs=view_outputs, costs=tp.costs, cost_outputs=cost_outputs)
@@ -124,5 +124,6 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
         sp.costs, [scan_id], cost_outputs, api_visibility="private", queue=False)
     cancel_btn.click(sp.cancel_scan, [scan_id], scan_summary, api_name="drift_cancel", queue=False)
     cause_f.change(sp.results, [scan_id, cause_f], [table, cause_plot], api_name="drift_filter")
-    table.select(sp.on_pick, [scan_id], browse.outputs + [browse.tabs], api_visibility="private", **browse.shows)
+    table.select(sp.on_pick, [scan_id, browse.view], browse.outputs + [browse.tabs], api_visibility="private",
+                 **browse.shows)
     return handle

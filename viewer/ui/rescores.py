@@ -9,18 +9,20 @@ stored with the shared result. Issue 36: it was, so one visitor's choice changed
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Callable
 
 from ..rescore import importance as IS
 
 __all__ = ["get", "put", "forget", "stamp", "origin", "same_run", "DEFAULT_CHOICE", "choice_of", "view_value", "choosing",
-           "choice_now", "view_stamp", "seen"]
+           "choice_now", "view_stamp", "as_visitor", "seen"]
 
 _SIZE = 16  # rescores kept (each holds a few floats per trained token)
 _RESULTS: OrderedDict[str, Any] = OrderedDict()
@@ -137,14 +139,26 @@ def choice_now(held: Any = None) -> tuple[str, float | None, float | None] | Non
     return choice_of(held) if c is _UNSET else c
 
 
-def view_stamp(key: str | None, state) -> tuple[int, tuple | None]:
+def view_stamp(key: str | None) -> tuple[int, tuple | None]:
     """(:func:`stamp`, the IS choice) a view of ``key`` is made with for the visitor whose event is running:
-    their choice read from their view State ``state`` (``Browse.view``: a turn switch does not take it as an
-    input), or the one :func:`choosing` set. (0, None) when ``key`` has no rescore."""
-    from .session import session_value
-
+    the one :func:`choosing` (or :func:`as_visitor`) set, else :data:`DEFAULT_CHOICE`. (0, None) when ``key``
+    has no rescore."""
     n = stamp(key)
-    return (n, choice_now(session_value(state))) if n else (0, None)
+    return (n, choice_now()) if n else (0, None)
+
+
+def as_visitor(fn: Callable) -> Callable:
+    """``fn`` (a handler with a ``view`` parameter: the visitor's view State, ``Browse.view``, one of its
+    event's inputs) makes its views with the IS choice that State holds. Gradio keeps a State per session
+    and hands its value to the events that take it as an input (its public route: a handler reads no
+    session it was not given)."""
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        with choosing(choice_now(sig.bind_partial(*args, **kwargs).arguments.get("view"))):
+            return fn(*args, **kwargs)
+    return run
 
 
 def seen(key: str | None, choice: tuple | None) -> Any:

@@ -1,9 +1,7 @@
-"""What a visitor's own session holds, read and made here: its State values, and a long run's Cancel.
+"""A long run's Cancel (a drift scan, a rescore), held by the visitor's own session, never by a server table.
 
-:func:`session_value` reads the value a ``gr.State`` holds for the visitor whose event is running (a
-handler that does not take that State as an input: a turn switch reading the visitor's view settings).
-
-A long run's Cancel (a drift scan, a rescore) is held by the visitor's own session, never by a server table.
+(A handler reads a session's State only as one of its event's inputs, Gradio's public route: the events
+that show a turn take the visitor's view settings so, ``viewer.ui.rescores.as_visitor``.)
 
 The "new run" events (the Scan and Rescore buttons' first step) are unqueued (``queue=False``), so any
 visitor may call them as often as they like. They kept each run's cancel event in a server-wide dict
@@ -19,7 +17,7 @@ import threading
 import uuid
 from typing import Any
 
-__all__ = ["Run", "run_of", "session_value"]
+__all__ = ["Run", "run_of"]
 
 
 class Run:
@@ -50,18 +48,3 @@ def run_of(value: Any) -> Run | None:
     """The session State's run, or None (nothing started, or a value that is not a run)."""
     return value if isinstance(value, Run) else None
 
-
-def session_value(state) -> Any:
-    """The value the visitor whose event is running holds in ``state`` (a ``gr.State``: the session's own,
-    kept by Gradio per session), or None outside an event. For a handler that does not take the State
-    as an input (a turn switch reading the visitor's view settings)."""
-    from gradio.context import LocalContext
-
-    if state is None:
-        return None
-    blocks, request = LocalContext.blocks.get(None), LocalContext.request.get(None)
-    session = getattr(request, "session_hash", None)
-    holder = getattr(blocks, "state_holder", None)
-    if holder is None or not session or session not in holder:
-        return None
-    return holder[session].get(state._id)

@@ -4,27 +4,36 @@ A handler that declares a ``gr.OAuthToken`` parameter changes how Gradio's front
 event (its dependency is marked as wanting a token), which broke the page's load chain
 (presenter keys stopped answering); and Gradio also accepts a token the caller puts in the
 request body in its place. Hub reads only need to know who signed in, so they read the session
-that Gradio's OAuth callback wrote (``oauth_info``), and nothing a caller sends.
+that Gradio's OAuth callback wrote (through the seam: :func:`viewer.ui.seam.oauth_session`), and
+nothing a caller sends.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
-__all__ = ["hub_token"]
+from . import seam
+
+__all__ = ["hub_token", "space_sign_in"]
 
 
 def hub_token(request: Any) -> str | None:
-    """The signed-in visitor's access token, or None (not signed in, expired, or no OAuth)."""
-    underlying = getattr(request, "request", None) or request
-    scope = getattr(underlying, "scope", None)
-    # the session exists only where Gradio installed its SessionMiddleware (a Space with hf_oauth)
-    session = scope.get("session") if isinstance(scope, dict) else None
-    info = session.get("oauth_info") if isinstance(session, dict) else None
-    if not isinstance(info, dict):
+    """The signed-in visitor's access token, or None (not signed in, expired, no OAuth, or the seam off)."""
+    info = seam.oauth_session(request)
+    if info is None:
         return None
     expires = info.get("expires_at")
     if isinstance(expires, (int, float)) and expires < time.time():
         return None
     token = info.get("access_token")
     return token if isinstance(token, str) and token else None
+
+
+def space_sign_in(environ: dict[str, str] | None = None) -> bool:
+    """Gradio's LoginButton signs a visitor in here: Gradio mounts its real OAuth routes where Hugging Face's
+    Space variables say it runs on a Space (``SYSTEM=spaces`` and ``SPACE_ID``), and elsewhere mocked ones
+    that sign everyone in as this machine's own HF login, which a public app must never offer. (Whether the
+    app is public is ``Settings.public_mode``; tests/test_signin.py checks this rule against Gradio's own.)"""
+    env = os.environ if environ is None else environ
+    return env.get("SYSTEM") == "spaces" and env.get("SPACE_ID") is not None

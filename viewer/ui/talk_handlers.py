@@ -23,7 +23,7 @@ from ..talk.common import MAX_TALK_BYTES, TalkError
 from ..talk.deck import Deck, Step
 from ..talk.notes import Note, Notes, anchor_of
 from ..visitor import NOTE_REF, VisitorError, deck_file
-from . import notes_place as place
+from . import notes_place as place, rescores
 from .browse import Browse
 from .downloads import download as _download
 from .store import RolloutStore
@@ -48,6 +48,15 @@ def _head(path: Path) -> bytes:
     """At most one byte past the talk files' limit: a bigger file is refused by size, never read whole."""
     with open(path, "rb") as f:
         return f.read(MAX_TALK_BYTES + 1)
+
+
+def _sent(evt, name: str):
+    """Field ``name`` of what the page sent with its event (talk.js: ``trigger('click', {note: k})``), read as
+    Gradio documents it (``evt.note``); None when the event came without it (an API caller's, with no data)."""
+    try:
+        return getattr(evt, name, None)
+    except TypeError:  # gr.EventData looks the name up in the data sent, and a caller may send none
+        return None
 
 
 class TalkHandlers:
@@ -178,10 +187,10 @@ class TalkHandlers:
         # a note on a turn that is gone selects nothing (on_select_turn skips it); the panel flags it
         return self.b.select_fn(key, note.turn, focus=note.tok)
 
-    def on_page(self, key, state, evt: gr.EventData) -> list:
+    @rescores.as_visitor  # view: the visitor's view settings (browse.view)
+    def on_page(self, key, state, view, evt: gr.EventData) -> list:
         """The page asked for note k (talk.js, n / N)."""
-        data = getattr(evt, "_data", None) or {}
-        k = data.get("note") if isinstance(data, dict) else None
+        k = _sent(evt, "note")
         return self.go_note(key, self.note_target(key, k, state) if isinstance(k, int) else None)
 
     def on_link_note(self, key, state, request: gr.Request) -> list:
@@ -225,7 +234,8 @@ class TalkHandlers:
         new, error = self.open_deck(_head(Path(file)), Path(file).name, dk)
         return [new if new else gr.skip(), render.notice_html(error, "error") if error else gr.skip()]
 
-    def step_values(self, dk, request: gr.Request | None = None) -> list:
+    @rescores.as_visitor
+    def step_values(self, dk, view=None, request: gr.Request | None = None) -> list:
         """Open the deck's current step: values for ``Browse.outputs`` + [tabs]."""
         n_out = len(self.b.outputs) + 1
         if not dk:
@@ -239,10 +249,10 @@ class TalkHandlers:
                                   signin.hub_token(request) if request is not None else None))
         return out + [gr.Tabs(selected=TABS[s.view])]
 
-    def on_step(self, dk, evt: gr.EventData) -> list:
+    @rescores.as_visitor
+    def on_step(self, dk, view, evt: gr.EventData) -> list:
         """The page asked for step k (talk.js, → / ←): [deck state] + the step's values."""
-        data = getattr(evt, "_data", None) or {}
-        k = data.get("step") if isinstance(data, dict) else None
+        k = _sent(evt, "step")
         if not dk or not isinstance(k, int) or isinstance(k, bool):
             return [gr.skip()] * (len(self.b.outputs) + 2)
         n = len(talk_deck.parse(dk["text"]).steps)

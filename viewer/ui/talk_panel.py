@@ -86,8 +86,8 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     # one is still pending, so a second n pressed before the first note's answer had completed was lost
     # (the callout said note 2, the tokens stayed on note 1); "always_last" would re-send the first
     # press's data. Each press runs; an older one overtaken before it answers sends nothing (turn_only).
-    carrier.click(staged(h.on_page, settings.plot_defer_s, turn_only=True), [b.key, notes_state], b.turn_outputs,
-                  api_name="talk_note", trigger_mode="multiple", **quiet, **b.shows)
+    carrier.click(staged(h.on_page, settings.plot_defer_s, turn_only=True), [b.key, notes_state, b.view],
+                  b.turn_outputs, api_name="talk_note", trigger_mode="multiple", **quiet, **b.shows)
     # → / ← with a deck: the page names a step; the server opens its rollout, then its Drift / Compare tab
     after = [c for c in ((cmp.outputs if cmp else []) + (drift.outputs + drift.cost_outputs if drift else []))]
 
@@ -95,9 +95,10 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
         return ev.then(h.after_step, [deck, b.key, b.turn], after, api_name="talk_after_step", **quiet).then(
             h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
 
-    then_show(carrier.click(h.on_step, [deck], [deck] + b.outputs + [b.tabs], api_name="talk_step", **quiet, **b.shows))
+    then_show(carrier.click(h.on_step, [deck, b.view], [deck] + b.outputs + [b.tabs], api_name="talk_step", **quiet,
+                            **b.shows))
     then_show(deck_up.upload(h.on_upload_deck, [deck_up, deck], [deck, msg], api_name="present_deck").then(
-        h.step_values, [deck], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
+        h.step_values, [deck, b.view], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
     if loaded is not None:
         loaded.then(h.on_link_note, [b.key, notes_state], b.turn_outputs, api_name="talk_note_link", **quiet, **b.shows)
         then_show(loaded.then(h.on_link_deck, [deck], [deck, b.outputs[STATUS]], api_name="talk_deck_link", **quiet).then(
