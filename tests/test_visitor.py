@@ -145,3 +145,18 @@ def test_a_typed_path_is_bounded_text_before_it_is_resolved(tmp_path):
         local_path("a\x1b[2J", s)
     with pytest.raises(ValueError, match="outside the allowed data folder"):
         local_path("/etc", s)
+
+
+def test_the_start_source_is_a_bundled_sample_by_where_it_is_not_by_its_folders_name(tmp_path):
+    """The page's default source: ``sample:NAME`` for a folder of the bundled samples (found by path), the
+    path itself for anything else, a user's own folder called ``sample_data`` included (it was taken for the
+    bundled sample of the same name: issue 37, the app from the package)."""
+    from viewer.config import SAMPLE_DIR
+    from viewer.visitor import start_source
+
+    bundled = sorted(p for p in SAMPLE_DIR.iterdir() if p.is_dir())[0]
+    assert start_source(str(bundled)) == "sample:" + bundled.name
+    own = tmp_path / "sample_data" / bundled.name
+    own.mkdir(parents=True)
+    assert start_source(str(own)) == str(own)
+    assert start_source(str(tmp_path / "elsewhere")) == str(tmp_path / "elsewhere")

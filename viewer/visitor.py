@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from viewer.config import Settings
 
-__all__ = ["VisitorError", "REPO_ID", "SERVED_NAME", "FLAVOR", "bounded_text", "repo_id", "endpoint_url", "instruction",
+__all__ = ["start_source", "VisitorError", "REPO_ID", "SERVED_NAME", "FLAVOR", "bounded_text", "repo_id", "endpoint_url", "instruction",
            "bounded_int", "bounded_float", "choice", "DeepLink", "deep_link", "source", "job_id", "local_path",
            "deck_file", "NOTE_REF", "SAMPLE_DECK"]
 
@@ -226,6 +226,20 @@ def deep_link(query: Mapping[str, Any]) -> DeepLink:
     return DeepLink(source=src("source"), row=num("row"), turn=num("turn"), tok=tok, mode=mode,
                     compare=src("compare"), compare_row=num("compare_row"), job=job,
                     present=q.get("present") == "1", note=note, deck=src("deck"), ignored=bad)
+
+
+def start_source(sample: str) -> str:
+    """What the page opens when its link names no source: ``Settings.sample`` as a bundled sample's name
+    (``sample:NAME``) when it is one of the bundled samples, else as the path it is. Known by where it
+    is, not by its folder's name: a user's own folder called ``sample_data`` is theirs."""
+    from viewer.config import SAMPLE_DIR
+
+    path = Path(sample)
+    try:
+        bundled = path.resolve().parent == SAMPLE_DIR.resolve()
+    except (OSError, RuntimeError):
+        bundled = False
+    return "sample:" + path.name if bundled else sample
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from ..budgets import limits
 from ..config import Settings
 from ..memo import release_memory
 from ..sources.keep import DOWNLOAD_PREFIX, KEEP
-from ..visitor import deep_link
+from ..visitor import deep_link, start_source
 from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export_button, health_tab, presenter,
                rescore_panel, seam, signin, talk_panel, template_tab, upload_gate)
 from .store import RolloutStore
@@ -107,8 +107,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             link = deep_link(request.query_params if request is not None else {})  # viewer/visitor.py
             spec, index, focus, mode, row, note = link.source, link.turn, link.tok, link.mode, link.row, link.notice
             if not spec:
-                spec = "sample:" + Path(settings.sample).name if Path(settings.sample).parent.name == "sample_data" \
-                    else settings.sample
+                spec = start_source(settings.sample)
             # hf:// links read as the visitor: their own sign-in token, else anonymously (public mode)
             # tokens first, the plots after; the request (last, past deep_link's own parameters) makes
             # this answer one of the session's staged events, so opening something else before the
