@@ -202,6 +202,8 @@ from viewer.config import Settings
 from viewer.sources import load_source, open_dataset
 # every format module, fsspec and the Hub module: imports are not reading (~0.1 s, once); done before the clock
 import fsspec.implementations.local, viewer.sources.hub, viewer.sources.registry  # noqa: F401,E401
+if mode not in ("capture", "bare"):  # the fast row readers' numpy (viewer/sources/lazynumpy.py): an import too
+    import numpy  # noqa: F401
 settings = Settings(max_file_mb=4096)
 base = hwm_mb()
 t0, c0 = time.perf_counter(), time.process_time()

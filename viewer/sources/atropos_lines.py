@@ -28,7 +28,7 @@ from array import array
 from typing import Any
 
 import msgspec
-import numpy as np
+from viewer.sources.lazynumpy import np  # imported on first use (a capture open needs none)
 
 from viewer.packed import Packed
 from viewer.sources.recordtypes import long_digit_run, decode_generic

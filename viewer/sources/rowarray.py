@@ -24,7 +24,7 @@ from array import array
 from typing import Callable
 
 import msgspec
-import numpy as np
+from viewer.sources.lazynumpy import np  # imported on first use (a capture open needs none)
 
 from viewer.sources.recordtypes import long_digit_run  # json's limit on an integer's digits
 
@@ -35,7 +35,7 @@ _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])  # the elements' bytes, chec
 _NONWS = re.compile(rb"[^ \t\r\n]")
 _WS = b" \t\r\n"
 _HEAD = re.compile(rb'\{[ \t\r\n]*"[^"\\]{1,60}"[ \t\r\n]*:')  # an object's opening and first key
-_HIGH = np.uint64(0x8080808080808080)  # the top bit of each byte of a word: set on a non-ASCII byte
+_HIGH = 0x8080808080808080  # the top bit of each byte of a word: set on a non-ASCII byte
 _SKIP = msgspec.json.Decoder(msgspec.Raw)  # one value's end, nothing built
 _AT = re.compile(r"\(byte (\d+)\)")
 MORE = -1
@@ -104,7 +104,7 @@ class _Index:
         decode per run cost as much as the skip)."""
         m = (b - a) >> 3
         w, high = self.work[:m], self.high[:m]
-        np.bitwise_and(np.frombuffer(self.buf, np.uint64, m, a), _HIGH, out=w)
+        np.bitwise_and(np.frombuffer(self.buf, np.uint64, m, a), np.uint64(_HIGH), out=w)
         hits = np.flatnonzero(np.not_equal(w, 0, out=high))  # (the nonzero of bools is the fast one)
         tail = bytes(self.buf[a + (m << 3):b])
         if not len(hits):

@@ -21,14 +21,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import msgspec
-import numpy as np
+from viewer.sources.lazynumpy import np  # imported on first use (a capture open needs none)
 
 from viewer.sources.recordtypes import long_digit_run  # json.loads's integer-length rule, for skipped text
 
 __all__ = ["typed", "utf8_valid"]
 
-_HIGH = np.uint64(0x8080808080808080)  # the top bit of each byte of a word: set on a non-ASCII byte
-_SPACES = np.frombuffer(b" " * 8, np.uint64)[0]  # an all-ASCII word, put between two stretches
+_HIGH = 0x8080808080808080  # the top bit of each byte of a word: set on a non-ASCII byte
+_SPACES = int.from_bytes(b" " * 8, "little")  # an all-ASCII word, put between two stretches
 
 
 def utf8_valid(raw: bytes) -> bool:
@@ -42,12 +42,12 @@ def utf8_valid(raw: bytes) -> bool:
         return True
     n = len(raw) >> 3
     words = np.frombuffer(raw, np.uint64, n)
-    at = np.flatnonzero((words & _HIGH) != 0)
+    at = np.flatnonzero((words & np.uint64(_HIGH)) != 0)
     tail = raw[n << 3:]
     if len(at) > n >> 2:  # dense (much of the text is non-ASCII): one decode costs less
         return _decodes(raw)
     gaps = np.flatnonzero(np.diff(at) != 1) + 1  # where a stretch ends and the next begins
-    picked = np.insert(words[at], gaps, _SPACES).tobytes()
+    picked = np.insert(words[at], gaps, np.uint64(_SPACES)).tobytes()
     if not len(at) or at[-1] != n - 1:  # the bytes after the last whole word: a stretch of their own
         picked += b" "
     return _decodes(picked + tail)
