@@ -5,6 +5,7 @@ problem starts (the first token), so a link opens the token view there.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Iterator
 
 from viewer.rollout import Rollout, Turn
@@ -117,8 +118,10 @@ def _values(ro: Rollout, skip: set[int]) -> Iterator[Hit]:
             continue
         bad = non_finite(t.logprobs)
         if bad:
-            yield _out(t, "RI011", bad[0], f"turn {t.index}: {len(bad)} non-finite logprob(s), first "
-                                           f"{t.logprobs[bad[0]]} at output position {bad[0]}")
+            p = len(t.prompt_ids)
+            yield replace(_out(t, "RI011", bad[0], f"turn {t.index}: {len(bad)} non-finite logprob(s), first "
+                                                   f"{t.logprobs[bad[0]]} at output position {bad[0]}"),
+                          tokens=tuple(p + j for j in bad))
         for text in _lengths(t):
             yield _out(t, "RI013", 0, f"turn {t.index}: {text}")
 

@@ -14,9 +14,10 @@ from viewer.layout import TOKENIZER_DIR
 from viewer.rollout import Rollout
 from viewer.sources.capture import find_capture_files
 from viewer.sources.jsonstream import open_records
+from viewer.sources.openai_wire import token_id
 from viewer.tokenizer.files import verify_capture_tokenizer
 
-from .rules import Hit
+from .rules import Hit, runs_text
 
 __all__ = ["record_checks", "chat_template_of", "own_template_dir"]
 
@@ -53,15 +54,23 @@ def _record_hits(rec: dict[str, Any], turn: int | None, n_prompt: int) -> Iterat
     values = lps if lps is not None else [e.get("logprob") if isinstance(e, dict) else None for e in entries or []]
     bad = [j for j, v in enumerate(values) if type(v) is float and not math.isfinite(v)]
     if bad:
+        toks = tuple(n_prompt + j for j in bad)
         yield Hit("RI011", f"{where}: {len(bad)} non-finite logprob(s) recorded, first {values[bad[0]]} at output "
-                           f"position {bad[0]}", turn=turn, part="output", position=bad[0], tok=n_prompt + bad[0])
+                           f"position {bad[0]} ({runs_text(toks)})", turn=turn, part="output", position=bad[0],
+                  tok=toks[0], tokens=toks)
     lengths = {name: len(v) for name, v in (("completion_token_ids", _list(rec.get("completion_token_ids"))),
                                             ("completion_tokens", _list(rec.get("completion_tokens"))),
                                             ("per_token_logps", lps), ("logprobs entries", entries)) if v}
     n_out = next(iter(lengths.values()), 0)
     msgs = []
     if len(set(lengths.values())) > 1:
-        msgs.append(", ".join(f"{n} {name}" for name, n in lengths.items()))
+        # the tokens past the shorter list: a logprob (or id) is missing there, or left over after the last id
+        lo, hi = min(lengths.values()), max(lengths.values())
+        js = range(lo, min(hi, n_out)) if lo < n_out else range(n_out - 1, n_out)
+        toks = tuple(n_prompt + j for j in js)
+        text = ", ".join(f"{n} {name}" for name, n in lengths.items())
+        yield Hit("RI013", f"{where}: {text} ({runs_text(toks)})", turn=turn, part="output", position=js[0],
+                  tok=toks[0], tokens=toks)
     usage = _usage(rec)
     pids = _list(rec.get("prompt_token_ids"))
     if type(usage.get("completion_tokens")) is int and n_out and usage["completion_tokens"] != n_out:
@@ -73,6 +82,63 @@ def _record_hits(rec: dict[str, Any], turn: int | None, n_prompt: int) -> Iterat
         msgs.append(f"a mask of {len(mask)} for {n_out} output tokens")
     for m in msgs:
         yield Hit("RI013", f"{where}: {m}", turn=turn, part="output", position=0, tok=n_prompt)
+    yield from _out_of_step(rec, entries, lps, where, turn, n_prompt)
+
+
+def _entry_id(e: Any) -> int | None:
+    """The id a logprob entry names: ``"token_id:N"`` (vLLM's --return-tokens-as-token-ids), else an int
+    ``token_id``; None for a text token (nothing to compare without a tokenizer)."""
+    if not isinstance(e, dict):
+        return None
+    n = token_id(e.get("token"))
+    return n if n is not None else e.get("token_id") if type(e.get("token_id")) is int else None
+
+
+def _shift(ids: list[Any], named: list[Any], bad: list[int]) -> int | None:
+    """The offset k with ``named[j] == ids[j + k]`` at every differing position, if one small k explains them."""
+    for k in (1, -1, 2, -2):
+        if all(0 <= j + k < len(ids) and named[j] == ids[j + k] for j in bad):
+            return k
+    return None
+
+
+def _out_of_step(rec: dict[str, Any], entries: list[Any] | None, lps: list[Any] | None, where: str,
+                 turn: int | None, n_prompt: int) -> Iterator[Hit]:
+    """RI017: the record's ids against the ids its logprob entries (and ``completion_tokens``) name, and
+    ``per_token_logps`` against the entries' own logprobs, position by position."""
+    ids = _list(rec.get("completion_token_ids"))
+    if ids is not None and not all(type(i) is int for i in ids):
+        ids = None
+    copies: list[tuple[str, list[Any]]] = []
+    if entries:
+        copies.append(("logprob entries' tokens", [_entry_id(e) for e in entries]))
+    toks = _list(rec.get("completion_tokens"))
+    if toks:
+        copies.append(("completion_tokens", [token_id(x) for x in toks]))
+    for name, named in copies if ids else ():
+        bad = [j for j in range(min(len(ids), len(named))) if named[j] is not None and named[j] != ids[j]]
+        if bad:
+            k = _shift(ids, named, bad)
+            how = f"; they match the ids shifted by {k:+d}" if k is not None else ""
+            yield _step_hit(bad, turn, n_prompt, f"{where}: {len(bad)} of {len(ids)} {name} name other ids than "
+                                                 f"completion_token_ids (first at output position {bad[0]}: "
+                                                 f"{named[bad[0]]} vs {ids[bad[0]]}){how}")
+    if entries and lps:
+        ev = [e.get("logprob") if isinstance(e, dict) else None for e in entries]
+        bad = [j for j in range(min(len(ev), len(lps))) if type(ev[j]) in (int, float) and type(lps[j]) in (int, float)
+               and math.isfinite(ev[j]) and math.isfinite(lps[j]) and abs(ev[j] - lps[j]) > 1e-6]
+        if bad:
+            k = _shift(ev, lps, bad)
+            how = f"; they match shifted by {k:+d}" if k is not None else ""
+            yield _step_hit(bad, turn, n_prompt, f"{where}: {len(bad)} per_token_logps differ from the logprob "
+                                                 f"entries' own (first at output position {bad[0]}: {lps[bad[0]]!r} "
+                                                 f"vs {ev[bad[0]]!r}){how}")
+
+
+def _step_hit(bad: list[int], turn: int | None, n_prompt: int, message: str) -> Hit:
+    toks = tuple(n_prompt + j for j in bad)
+    return Hit("RI017", f"{message} ({runs_text(toks)})", turn=turn, part="output", position=bad[0], tok=toks[0],
+               tokens=toks)
 
 
 def chat_template_of(folder: Path) -> str | None:

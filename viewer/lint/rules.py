@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode
 
-__all__ = ["Level", "LEVELS", "Rule", "RULES", "RULE_IDS", "Hit", "select_rules"]
+__all__ = ["Level", "LEVELS", "Rule", "RULES", "RULE_IDS", "Hit", "select_rules", "token_runs", "runs_text",
+           "MAX_TOKENS_LISTED"]
 
 Level = Literal["error", "warning", "info"]
 LEVELS: tuple[str, ...] = ("error", "warning", "info")
+MAX_TOKENS_LISTED = 1000  # a hit's ``tokens`` in --json (``tokens_total`` counts them all)
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,37 @@ RULES: tuple[Rule, ...] = (
          "the reader has to cut them, so tokens and logprobs may be misaligned",
          "record ids, logprobs and masks from the same response; for streams, concatenate every chunk's "
          "token_ids and logprob entries"),
+    Rule("RI014", "constant-logprobs", "error",
+         "trained tokens' logprobs are exactly 0.0 or one repeated value (a run of >= 32 tokens, or >= 90% of a "
+         "turn's, else of the rollout's, >= 32 trained tokens; a sure token rounds to 0.0, real replies hold "
+         "runs of 8): a zero-filled logprob makes the ratio ~4.8e4 and nothing errors (NeMo-RL #4218)",
+         "record the engine's own per-token logprobs (\"logprobs\": true) and fail on a missing one instead of "
+         "filling it; a confident token rounds to 0.0 alone, never for a whole reply"),
+    Rule("RI015", "block-mask-mismatch", "warning",
+         "a reasoning (think) or tool-call (tool_call) block the model sampled is left as context in a reply "
+         "the mask trains everywhere else (a mask built from the message's content, which the server's "
+         "parsers stripped of reasoning and tool calls), or the mask cuts through the block (text spans "
+         "re-found on a re-render, an off-by-one): the gradient skips or halves what the model wrote",
+         "build the mask from the engine's ids per call (contract mode), not from the content text or re-found "
+         "spans; train or mask a block whole, with its reply"),
+    Rule("RI016", "masked-placeholder-logprobs", "warning",
+         "positions the mask excludes carry placeholder logprobs (a value <= -1000 such as -9999, or one value "
+         "on >= 90% of >= 8 masked tokens): a mismatch, KL or mean over them reads tens of nats that no model "
+         "gave (Miles #2476)",
+         "store no logprob (null) where none was computed, and compare logprobs only where the mask trains"),
+    Rule("RI017", "ids-logprobs-out-of-step", "error",
+         "a record's logprob entries name other tokens than its ids at the same positions (or its two copies "
+         "of the logprobs disagree): after a retokenisation fallback ids and logprobs are out of step and each "
+         "logprob scores another token (rLLM #816)",
+         "keep the engine's ids and logprob entries from one response; never re-tokenise the text and pair it "
+         "with the engine's logprobs"),
+    Rule("RI018", "side-request-incomplete", "warning",
+         "the capture is marked incomplete (summary.json: complete false, a status other than ok, or upstream "
+         "errors counted) only because a side request failed (a title or summary call: an error, or cut at "
+         "the output limit) while every agent turn finished: a pipeline that drops marked rollouts drops a "
+         "usable episode",
+         "count only agent calls' failures in the capture's status (label each call's kind), or filter "
+         "rollouts on their agent turns, not the mark"),
 )
 RULE_IDS: tuple[str, ...] = tuple(r.id for r in RULES)
 _BY_ID = {r.id: r for r in RULES}
@@ -119,6 +152,8 @@ class Hit:
     position: int | None = None
     tok: int | None = None
     row: int | None = None  # the dataset row, when linting a dataset
+    # every offending token, counted as ``tok`` (prompt + output), ascending; () when the rule names none
+    tokens: tuple[int, ...] = ()
 
     @property
     def spec(self) -> Rule:
@@ -133,14 +168,42 @@ class Hit:
         a source."""
         if not source:
             return ""
-        q: dict[str, Any] = {"source": source}
+        return urlencode({"source": source, **self.place()})
+
+    def place(self) -> dict[str, Any]:
+        """The link's place: ``row``, ``turn`` and ``tok`` (``A-B``, the first run of offending tokens,
+        where the hit names tokens; the token view selects that range)."""
+        q: dict[str, Any] = {}
         for k, v in (("row", self.row), ("turn", self.turn), ("tok", self.tok)):
             if v is not None:
                 q[k] = v
-        return urlencode(q)
+        if self.tokens:
+            a, b = token_runs(self.tokens)[0]
+            q["tok"] = str(a) if a == b else f"{a}-{b}"
+        return q
 
     def to_dict(self, source: str = "") -> dict[str, Any]:
         r = self.spec
         return {"rule": r.id, "name": r.name, "level": r.level, "turn": self.turn, "part": self.part,
                 "position": self.position, "tok": self.tok, "row": self.row, "message": self.message,
+                "tokens": list(self.tokens[:MAX_TOKENS_LISTED]), "tokens_total": len(self.tokens),
                 "why": r.why, "fix": r.fix, "link": self.link(source)}
+
+
+def token_runs(toks: tuple[int, ...] | list[int]) -> list[tuple[int, int]]:
+    """Ascending positions as inclusive ``(first, last)`` runs of consecutive positions."""
+    runs: list[tuple[int, int]] = []
+    for k in toks:
+        if runs and k == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], k)
+        else:
+            runs.append((k, k))
+    return runs
+
+
+def runs_text(toks: tuple[int, ...] | list[int], most: int = 4) -> str:
+    """``tok 12-40, 52, ...`` for a message: the first ``most`` runs, then how many more tokens."""
+    runs = token_runs(toks)
+    shown = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:most])
+    rest = sum(b - a + 1 for a, b in runs[most:])
+    return f"tok {shown}" + (f" and {rest} more" if rest else "")

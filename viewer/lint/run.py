@@ -4,6 +4,7 @@ and cancel), and count the hits per rule.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -12,6 +13,7 @@ from viewer.layout import is_capture_dir
 from viewer.rollout import Rollout
 
 from .checks import ids_out_of_vocab, rollout_checks
+from .integrity import integrity_checks
 from .records import record_checks
 from .rules import RULES, Hit, select_rules
 
@@ -61,14 +63,14 @@ def lint_rollout(ro: Rollout, settings: Settings | None = None, *, select: tuple
     nan_at = {(h.turn, h.position) for h in hits if h.rule == "RI011"}
     # the reader shows a NaN as a gap: that gap is the NaN's (RI011), not a missing logprob (RI005)
     hits.extend(h for h in rollout_checks(ro, raw) if not (h.rule == "RI005" and (h.turn, h.position) in nan_at))
+    hits.extend(integrity_checks(ro))
     if "RI012" in chosen:
         n = (vocab or VocabCache(settings))(ro, folder)
         if n:
             hits.extend(ids_out_of_vocab(ro, n))
     row = ro.origin.row
     order = {r.id: k for k, r in enumerate(RULES)}
-    out = [h if row is None else Hit(h.rule, h.message, h.turn, h.part, h.position, h.tok, row)
-           for h in hits if h.rule in chosen]
+    out = [h if row is None else replace(h, row=row) for h in hits if h.rule in chosen]
     return sorted(out, key=lambda h: (order[h.rule], -1 if h.turn is None else h.turn))
 
 
