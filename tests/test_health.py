@@ -70,3 +70,19 @@ def test_hostile_text_is_escaped():
     page = render.health_html([hit], 13)
     assert "<img" not in page and "<script" not in page and "<b>n" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_a_hit_naming_several_tokens_links_to_their_first_run(tmp_path):
+    """Three non-finite logprobs in a row (RI011 names each token, issue 40): the link selects the run of
+    them, as the deep link's N-M range, in the sequence's positions (prompt, then output)."""
+    recs = json.loads((SMOL / "trace.json").read_text())
+    prompt = len(recs[2]["prompt_token_ids"])
+
+    def edit(r):
+        for i in (5, 6, 7):
+            r[2]["per_token_logps"][i] = float("nan")
+    settings, store, key = _capture(tmp_path, edit)
+    links = _links(health_for(store, settings, key))
+    assert {"source": "cap", "turn": "2", "tok": f"{prompt + 5}-{prompt + 7}"} in links, links
+    link = deep_link(next(x for x in links if x["turn"] == "2"))
+    assert link.tok == (prompt + 5, prompt + 7)

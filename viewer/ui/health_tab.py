@@ -42,7 +42,7 @@ def health_for(store, settings: Settings, key: str | None) -> str:
         rows = []
         for h in hits:
             d = {k: shown_text(v, settings) if isinstance(v, str) else v for k, v in h.to_dict().items()}  # public
-            place = {k: v for k, v in (("turn", h.turn), ("tok", h.tok)) if v is not None}
+            place = {k: v for k, v in h.place().items() if k in ("turn", "tok")}  # tok: its first run of tokens
             d["link"] = "&".join(p for p in (base, urlencode(place)) if p) if base else ""
             rows.append(d)
         note = "" if tok is not None else "No tokenizer: ids were not checked against a vocabulary (RI012)."
