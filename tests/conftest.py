@@ -222,6 +222,22 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_configure(config):
     tiers.share_groups(config)
+    if os.environ.get("RI_TEST_SEAM") == "off":  # the whole suite on Gradio's own behaviour (docs/TESTING.md)
+        _force_seam_off()
+
+
+def _force_seam_off() -> None:
+    """Every app this process builds runs with the Gradio seam off, whatever Settings a fixture passed
+    (most build ``Settings(...)`` directly): the proof that the seam is an optimisation, not a dependency
+    (issue 37). Tests of what a seam entry buys skip themselves when their entry is off."""
+    import viewer.ui.seam as seam
+
+    real = seam.enable
+
+    def enable(demo, on=True, entries=seam.NAMES):
+        return real(demo, False, entries)
+
+    seam.enable = enable
 
 
 def pytest_unconfigure(config):
