@@ -90,3 +90,20 @@ def test_cli_prints_no_transformers_advice():
     r = subprocess.run([sys.executable, "-m", "viewer", "summary", str(SAMPLE_DIR / "qwen3-tiny"), "--json"],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_a_python_without_the_packages_says_what_to_run_in_one_line():
+    """Issue 41: `python -m viewer lint …` run by a Python that lacks the dependencies (the system one beside
+    a checkout) ended in a ModuleNotFoundError traceback. Now one line names the module and what to run, and
+    the exit code is 4 (a part is not installed). msgspec is made unimportable in a real child interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import sys, runpy; sys.modules['msgspec'] = None; sys.argv = ['viewer', 'lint', 'sample_data/qwen3-tiny']; "
+            "runpy.run_module('viewer', run_name='__main__')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 4, (r.returncode, r.stderr[-2000:])
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "'msgspec'" in lines[0] and "make setup" in lines[0] and ".venv/bin/python -m viewer" in lines[0]
