@@ -5,6 +5,7 @@ writers; expected positions are the ones the edit chose, vocabulary sizes are re
 """
 from __future__ import annotations
 
+import os
 import hashlib
 import json
 import re
@@ -391,3 +392,27 @@ def test_dataset_rows_are_linted_with_their_row_in_the_link(realdata, tmp_path):
     assert res["rules"]["RI001"]["rollouts"] == n and res["rules"]["RI005"]["rollouts"] == n
     assert {h["row"] for h in res["hits"]} == set(range(n))
     assert all(f"row={h['row']}" in h["link"] for h in res["hits"])
+
+
+def test_a_folders_text_output_says_each_rules_why_once(tmp_path):
+    """Issue 41, point 11: lint over a folder printed a rule's why and fix under each of its hits (the same two
+    lines 80 times). Three copies of a capture that ships no tokenizer/ (RI008 once each, its folder read
+    here): one why line, one fix line, three hit lines, each naming its copy."""
+    import shutil
+    import subprocess
+    import sys
+
+    from viewer.config import SAMPLE_DIR
+
+    names = ["c1", "c2", "c3"]
+    for n in names:
+        shutil.copytree(SAMPLE_DIR / "qwen3-tiny", tmp_path / n)
+        assert not (tmp_path / n / "tokenizer").exists()
+    r = subprocess.run([sys.executable, "-m", "viewer", "lint", str(tmp_path), "--quiet", "--select", "RI008"],
+                       capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.splitlines()
+    assert sum(x.lstrip().startswith("why:") for x in lines) == 1, r.stdout
+    assert sum(x.lstrip().startswith("fix:") for x in lines) == 1, r.stdout
+    for n in names:
+        assert sum(x.startswith(f"  {tmp_path / n}:") for x in lines) == 1, r.stdout

@@ -21,16 +21,26 @@ __all__ = ["add_parser"]
 
 
 def _print(res: dict[str, Any]) -> None:
+    """The hits grouped by rule, each rule's why and fix said once above its hits (issue 41: a folder's lint
+    repeated the same two lines for each of 80 hits), then the totals."""
+    by_rule: dict[str, list[dict[str, Any]]] = {}
     for h in res["hits"]:
-        at = "" if h["turn"] is None else f" turn {h['turn']}" + ("" if h["tok"] is None else f" tok {h['tok']}")
-        row = "" if h["row"] is None else f" row {h['row']}"
-        print(f"{h['rule']} {h['level']:<7} {h['rollout']}{row}{at}: {h['message']}")
-        print(f"    why: {h['why']}")
-        print(f"    fix: {h['fix']}")
+        by_rule.setdefault(h["rule"], []).append(h)
+    for rid, hits in by_rule.items():
+        r, first = res["rules"].get(rid, {}), hits[0]
+        counted = f"{r['hits']} hit(s) in {r['rollouts']} rollout(s)" if r else f"{len(hits)} hit(s)"
+        print(f"{rid} {first['level']} {r.get('name', '')}: {counted}")
+        print(f"    why: {first['why']}")
+        print(f"    fix: {first['fix']}")
+        for h in hits:
+            at = "" if h["turn"] is None else f" turn {h['turn']}" + ("" if h["tok"] is None else f" tok {h['tok']}")
+            row = "" if h["row"] is None else f" row {h['row']}"
+            print(f"  {h['rollout']}{row}{at}: {h['message']}")
+        print()
     t = res["totals"]
     if t["hits"] > t["listed"]:
         print(f"... {t['hits'] - t['listed']} more hits not listed (counted below)")
-    print()
+        print()
     print(f"source:   {res['source']}")
     print(f"rollouts: {t['rollouts']}" + (f" ({t['unreadable']} unreadable)" if t["unreadable"] else ""))
     print(f"hits:     {t['hits']} (error {t['error']}, warning {t['warning']}, info {t['info']}); "
