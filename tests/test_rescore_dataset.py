@@ -347,3 +347,45 @@ def test_ray_equals_local_in_bf16(ray_mod, tmp_path):
         torch.set_num_threads(before)
     assert local["table"].num_rows == 256 and set(local["table"].column("trainer_model").to_pylist()) == {"smollm2"}
     assert res["table"].equals(local["table"])
+
+
+def test_a_model_that_will_not_load_is_tried_once_and_said_once(tmp_path, capsys, monkeypatch):
+    """Issue 41, point 2: offline, `--model auto` over a folder retried the Hub for a model it could not have,
+    once per rollout (10 minutes for 24 rollouts), and printed a three-line error for each. Now the model is
+    tried once a run and the text output says it in one line. Three copies of the sample naming a model that
+    is in no cache (their raw summary.json and trace.json edited here); HF_HUB_OFFLINE=1, transformers' real
+    loader, its calls counted."""
+    from viewer.rescore import torch_available
+
+    if not torch_available():
+        need("torch (requirements-rescore.txt)", "a rescore's forward pass")
+    _need_models()
+    import transformers
+
+    names = ["a", "b", "c"]
+    for n in names:
+        cap = shutil.copytree(SAMPLE_DIR / "qwen3-tiny", tmp_path / "f" / n)
+        for f in ("summary.json", "trace.json"):
+            text = (cap / f).read_text()
+            (cap / f).write_text(text.replace('"tiny-qwen3"', '"ri-test-nobody/not-in-any-cache"'))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    real = transformers.AutoModelForCausalLM.from_pretrained.__func__
+    calls = []
+
+    def counted(cls, ref, *a, **kw):
+        calls.append(ref)
+        return real(cls, ref, *a, **kw)
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", classmethod(counted))
+    assert main(["rescore", str(tmp_path / "f"), "--model", "auto", "--quiet", "--json"]) == 2
+    _, err = capsys.readouterr()
+    assert calls == ["ri-test-nobody/not-in-any-cache"], calls
+    assert err.startswith("error: ") and err.count("\n") == 1, err  # nothing rescored: one line
+
+    (tmp_path / "f" / "ok").mkdir()
+    shutil.copytree(SAMPLE_DIR / "qwen3-tiny", tmp_path / "f" / "ok" / "cap")  # one that loads: the run ends
+    assert main(["rescore", str(tmp_path / "f"), "--model", "auto", "--quiet"]) == 0
+    out, _ = capsys.readouterr()
+    failed = [x for x in out.splitlines() if x.startswith("failed:")]
+    assert len(failed) == 1 and "3 rollouts" in failed[0] and "ri-test-nobody/not-in-any-cache" in failed[0], out
+    assert calls.count("ri-test-nobody/not-in-any-cache") == 2, calls  # once more: the second run's one try

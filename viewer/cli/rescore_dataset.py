@@ -96,10 +96,20 @@ def _print_text(doc: dict[str, Any]) -> None:
           f"Spearman {_f(w['spearman_mean_abs_delta'])}; mean Δ vs reward: Pearson {_f(w['pearson_mean_delta'])}")
     if doc["out"]:
         print(f"per-token:  {doc['out']}")
-    for e in doc["errors"]:
-        print(f"failed:     {e['source']}: {e['error']}")
+    for error, sources in _by_error(doc["errors"]):  # one line per cause (a model that will not load: once)
+        said = sources[0] if len(sources) == 1 else f"{len(sources)} rollouts ({sources[0]}, …)"
+        print(f"failed:     {said}: {error}")
     for n in doc["notes"]:
         print(f"note:       {n}")
+
+
+def _by_error(errors: list[dict[str, str]]) -> list[tuple[str, list[str]]]:
+    """The failed rollouts grouped by their error's first line, in the order first seen."""
+    groups: dict[str, list[str]] = {}
+    for e in errors:
+        groups.setdefault(str(e["error"]).strip().splitlines()[0] if str(e["error"]).strip() else "",
+                          []).append(e["source"])
+    return list(groups.items())
 
 
 class _CtrlC:

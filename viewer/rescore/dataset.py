@@ -175,6 +175,7 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
     from viewer.budgets import BudgetExceeded
     from viewer.drift import choose_spec
     from viewer.rescore import rescore
+    from viewer.rescore.model import ModelUnavailable
     from viewer.sources import SourceError
 
     cols = empty_columns()
@@ -187,7 +188,8 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
         import_torch().set_num_threads(int(opts.threads))
     lim = settings.limits()
     done = 0
-    for name, r in rollouts:
+    unavailable: dict[str, str] = {}  # model -> why it did not load: tried once a run (issue 41: an offline
+    for name, r in rollouts:          # --model auto spent 10 minutes retrying the Hub, once per rollout)
         if cancel is not None and cancel.is_set():
             out["cancelled"] = True
             break
@@ -195,6 +197,8 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
             spec = choose_spec(r, opts.trainer, opts.train_turns, opts.fork_threshold)
             tok = toks(r) if spec.mode == "trl-message" else None
             model = _model_for(r, opts)
+            if model in unavailable:
+                raise ModelUnavailable(model, unavailable[model])
             res = recorded_rescore(r, settings) if model == RECORDED else rescore(
                 r, model, settings, spec=spec, tok=tok, device=opts.device, dtype=opts.dtype,
                 temperature=opts.temperature, cancel=cancel)
@@ -204,6 +208,8 @@ def rescore_rollouts(rollouts: Iterable[tuple[str, Rollout]], settings: Settings
 
             if isinstance(e, TorchMissing):
                 raise
+            if isinstance(e, ModelUnavailable):
+                unavailable.setdefault(e.model, str(e))
             out["errors"].append({"source": name, "error": getattr(e, "message", None) or str(e)})
             done += 1
             if progress is not None:

@@ -22,7 +22,7 @@ from viewer.config import CACHE_DIR, REPO_ROOT, Settings
 from viewer.rescore.expected import chunk_expected
 from viewer.rescore.values import RowTarget
 
-__all__ = ["TORCH_HINT", "TorchMissing", "RescoreCancelled", "torch_available", "resolve_model", "load_model",
+__all__ = ["TORCH_HINT", "TorchMissing", "ModelUnavailable", "RescoreCancelled", "torch_available", "resolve_model", "load_model",
            "score_rows", "pick_device", "import_torch"]
 
 TORCH_HINT = ("Rescoring runs the model's forward pass and needs PyTorch, which is not installed here. Install the "
@@ -35,6 +35,15 @@ HEAD_CHUNK = 512  # trained positions per LM-head call (bounds the logits buffer
 class TorchMissing(RuntimeError):
     def __init__(self) -> None:
         super().__init__(TORCH_HINT)
+
+
+class ModelUnavailable(ValueError):
+    """A model that cannot be loaded here (not in the local cache when offline, no such repository, no
+    config.json): a dataset rescore says so once per model and does not try it again for every rollout."""
+
+    def __init__(self, model: str, message: str):
+        super().__init__(message)
+        self.model = model
 
 
 class RescoreCancelled(Exception):
@@ -118,7 +127,7 @@ def load_model(ref: str, device: str = "auto", dtype: str = "auto") -> tuple[Any
         try:
             m = AutoModelForCausalLM.from_pretrained(ref, dtype=want)
         except OSError as e:
-            raise ValueError(f"cannot load model {ref!r}: {e}") from e
+            raise ModelUnavailable(ref, f"cannot load model {ref!r}: {e}") from e
         m = m.to(device).eval()
         _LOADED.clear()  # one model at a time: they are large
         _LOADED[key] = m
