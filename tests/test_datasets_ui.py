@@ -47,3 +47,34 @@ def test_bad_inputs_are_clear(ds_client):
     status, _, _ = ds_client.predict("hf://datasets/13point5/opencode-rollouts-test", "auto", "", "", "", "", "",
                                      None, None, "row", False, api_name="/ds_open")
     assert "offline mode is on" in status
+
+
+def test_the_page_handlers_alone_open_filter_and_stay_within_the_pages(tmp_path, realdata):
+    # DatasetHandlers without the app: what each page event answers (Widgets.page_outputs: the dataset
+    # held, the status line, the rows, the page number), expected rows from the raw file.
+    import json
+
+    from viewer.config import Settings
+    from viewer.ui.datasets_tab import DatasetHandlers
+
+    raw = json.loads((HARBOR / "openhands__hello-world.traces.json").read_text())
+    shutil.copy(HARBOR / "openhands__hello-world.traces.json", tmp_path / "harbor.json")
+    h = DatasetHandlers(Settings(data_root=str(tmp_path)), store=None, browse=None)
+    blank = ["", "", "", "", "", "row", False]  # agent, model, task, reward >=, reward <=, sort, descending
+
+    held, status, table, page = h.on_open("harbor.json", "auto", "", "", *blank)
+    assert "harbor" in status and page == 1 and list(table["row"]) == list(range(len(raw)))
+    assert list(table["agent"]) == [r["agent"] for r in raw]
+    _, _, again, page = h.on_next(held, 1, *blank)  # past the last page: the last page
+    assert page == 1 and list(again["row"]) == list(range(len(raw)))
+    model = raw[0]["model"]
+    _, _, kept, _ = h.on_filter(held, "", model, "", "", "", "row", False)
+    assert list(kept["row"]) == [i for i, r in enumerate(raw) if r["model"] == model]
+    _, _, none, _ = h.on_filter(held, "nobody-" + raw[0]["agent"], "", "", "", "", "row", False)
+    assert len(none) == 0
+
+    skip = {"__type__": "update"}
+    for answer, said in ((h.on_page(None, 1, *blank), "Open a dataset first."),
+                         (h.on_open("  ", "auto", "", "", *blank), "Type a dataset"),
+                         (h.on_open("/etc/passwd", "auto", "", "", *blank), "outside the allowed data folder")):
+        assert answer[0] == skip and answer[2:] == [skip, skip] and said in answer[1], answer  # the rest unchanged

@@ -1,5 +1,6 @@
 """viewer/ui/rescore_panel.py through Gradio's own process_api: a second Rescore of the same rollout with the
-same model and trainer shows the first result instead of loading the model and scoring every row again."""
+same model and trainer shows the first result instead of loading the model and scoring every row again. And its
+handlers called alone (RescoreHandlers, the app's own instance)."""
 from __future__ import annotations
 
 import re
@@ -13,9 +14,9 @@ from test_rescore import _build
 
 REPO = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.slow  # torch: a trainer-side forward pass
 
 
+@pytest.mark.slow  # torch: a trainer-side forward pass
 def test_same_rescore_again_reuses_the_result_and_another_choice_runs_anew(tmp_path, monkeypatch):
     from viewer.rescore import torch_available
 
@@ -71,3 +72,30 @@ def test_same_rescore_again_reuses_the_result_and_another_choice_runs_anew(tmp_p
     other = next(m for m in MODES if f"{m}" not in first)  # whose rows: the mode auto did not pick
     rescore(b, other)
     assert len(loads) == 2, "another trainer must run a new rescore"
+
+
+def test_the_handlers_alone_answer_without_a_rollout_and_cancel_only_a_running_rescore():
+    from viewer.config import Settings
+    from viewer.rescore import importance as IS
+    from viewer.ui import create_app
+    from viewer.ui.rescore_panel import AUTO, on_cancel
+    from viewer.ui.session import Run
+
+    demo = create_app(Settings.from_env())
+    fns = {f.api_name: f for f in demo.fns.values()}
+    h = fns["rescore"].fn.__self__  # the instance the app's events call
+    n_out = len(fns["rescore"].outputs)
+    assert n_out == len(h.outs) + len(h.browse.turn_outputs) + 1  # the panel, the turn, the view settings
+
+    skip = {"__type__": "update"}
+    said = h.on_run(None, None, None, "tiny-qwen3", AUTO, IS.DEFAULT_MODE, "none", "none")
+    assert len(said) == n_out and "Open a rollout first." in said[0] and said[1:] == [skip] * (n_out - 1)
+    assert h.follow(False, None, None, IS.DEFAULT_MODE, "none", "none") == [skip] * len(h.outs)
+    panel = h.panel(None, None, IS.DEFAULT_MODE, "none", "two")  # a bound that is not a number: said, by name
+    assert len(panel) == len(h.outs) and "clip max must be a number or none" in panel[4]
+
+    assert "No rescore running." in on_cancel(None)
+    run = Run()
+    assert "Cancelling" in on_cancel(run) and run.cancel.is_set()
+    run.finish()
+    assert "No rescore running." in on_cancel(run)

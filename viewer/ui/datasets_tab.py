@@ -10,6 +10,7 @@ and shows it on the Tokens tab.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import gradio as gr
 import pandas as pd
@@ -26,7 +27,7 @@ from ..sources.registry import all_formats
 from ..sources.shown import shown_path, shown_text
 from ..visitor import local_path
 
-__all__ = ["build", "PAGE_SIZE", "SessionDataset"]
+__all__ = ["build", "DatasetHandlers", "Widgets", "PAGE_SIZE", "SessionDataset"]
 
 PAGE_SIZE = 20
 
@@ -60,6 +61,61 @@ def _num(v) -> float | None:
 
 def build(settings: Settings, store, browse) -> None:
     """Create this screen's components inside the current gr.Tab and wire its events."""
+    w = _layout(settings)
+    h = DatasetHandlers(settings, store, browse)
+    opening = [w.source, w.fmt, w.split, w.config] + w.filters
+    paging = [w.key, w.page] + w.filters
+    w.open_btn.click(h.on_open, opening, w.page_outputs, api_name="ds_open")
+    w.source.submit(h.on_open, opening, w.page_outputs, api_visibility="private")
+    w.page.submit(h.on_page, paging, w.page_outputs, api_name="ds_page")
+    w.prev_btn.click(h.on_prev, paging, w.page_outputs, api_visibility="private")
+    w.next_btn.click(h.on_next, paging, w.page_outputs, api_visibility="private")
+    for f in (w.sort, w.desc):
+        f.input(h.on_filter, [w.key] + w.filters, w.page_outputs, api_visibility="private")
+    for f in (w.f_agent, w.f_model, w.f_task, w.f_rmin, w.f_rmax):
+        f.submit(h.on_filter, [w.key] + w.filters, w.page_outputs, api_visibility="private")
+    view_outputs = list(browse.outputs) + [browse.tabs, w.status]
+    w.row_btn.click(h.open_row, [w.key, w.row_no, browse.view], view_outputs, api_name="ds_open_row", **browse.shows)
+    w.table.select(h.on_table_select, [w.key, browse.view], view_outputs, api_visibility="private", **browse.shows)
+
+
+@dataclass
+class Widgets:
+    """The screen's components, as :func:`_layout` placed them."""
+
+    key: gr.State  # the session's open dataset (SessionDataset)
+    source: gr.Textbox
+    fmt: gr.Dropdown
+    split: gr.Textbox
+    config: gr.Textbox
+    open_btn: gr.Button
+    f_agent: gr.Textbox
+    f_model: gr.Textbox
+    f_task: gr.Textbox
+    f_rmin: gr.Textbox
+    f_rmax: gr.Textbox
+    sort: gr.Dropdown
+    desc: gr.Checkbox
+    prev_btn: gr.Button
+    page: gr.Number
+    next_btn: gr.Button
+    row_no: gr.Number
+    row_btn: gr.Button
+    status: gr.HTML
+    table: gr.Dataframe
+
+    @property
+    def filters(self) -> list:
+        """The filter and sort inputs, in the order the page handlers take them."""
+        return [self.f_agent, self.f_model, self.f_task, self.f_rmin, self.f_rmax, self.sort, self.desc]
+
+    @property
+    def page_outputs(self) -> list:
+        """What a page handler answers: the dataset held, the status line, the rows, the page number."""
+        return [self.key, self.status, self.table, self.page]
+
+
+def _layout(settings: Settings) -> Widgets:
     formats = ["auto"] + [f.name for f in all_formats()] + ["capture"]
     key = gr.State(None)
     with gr.Row(equal_height=True):
@@ -89,139 +145,156 @@ def build(settings: Settings, store, browse) -> None:
     status = gr.HTML(render.notice_html("Type a Hub dataset (hf://datasets/OWNER/NAME) or a local data file, then Open."),
                      elem_id="ds-status")
     table = gr.Dataframe(headers=ROW_COLUMNS, interactive=False, elem_id="row-table", max_height=420, wrap=False)
+    return Widgets(key, source, fmt, split, config, open_btn, f_agent, f_model, f_task, f_rmin, f_rmax, sort, desc,
+                   prev_btn, page, next_btn, row_no, row_btn, status, table)
 
-    filter_inputs = [f_agent, f_model, f_task, f_rmin, f_rmax, sort, desc]
 
-    def page_values(src: DatasetSource, k: SessionDataset, page_no, agent, model, task, rmin, rmax, sort_by, descending,
+class DatasetHandlers:
+    """What the screen's events do. A page handler answers the values of ``Widgets.page_outputs``; a row
+    handler those of ``browse.outputs``, the tabs (to Tokens) and the status line."""
+
+    def __init__(self, settings: Settings, store, browse):
+        self.settings, self.store, self.browse = settings, store, browse
+
+    # --- a dataset and its pages ------------------------------------------------------------
+    def on_open(self, text, fmt_name, split_name, config_name, agent, model, task, rmin, rmax, sort_by, descending,
+                request: gr.Request = None, progress=gr.Progress()) -> list:
+        text = (text or "").strip()
+        if not text:
+            return self.fail("Type a dataset: hf://datasets/OWNER/NAME, or a file or folder inside the data folder.")
+        try:
+            spec = text if text.startswith("hf://") else str(local_path(text, self.settings))
+        except ValueError as e:
+            return self.fail(str(e))
+        progress(0, desc=f"opening {text}")
+        try:
+            held = self._opened(spec, fmt_name, split_name, config_name, signin.hub_token(request), progress)
+            return self.page_values(held, 1, agent, model, task, rmin, rmax, sort_by, descending, progress)
+        except Exception as e:  # never let a reader bug take the app down
+            return self.fail(_message(e, f"Could not open {text}"))
+
+    def _opened(self, spec: str, fmt_name, split_name, config_name, token, progress) -> SessionDataset:
+        """``spec`` opened as the visitor (``token``: their sign-in for hf://, else anonymous)."""
+        fmt_arg = None if fmt_name in (None, "", "auto") else fmt_name
+        src = open_dataset(spec, self.settings, split=(split_name or "").strip() or None,
+                           config=(config_name or "").strip() or None, format=fmt_arg,
+                           progress=lambda m: progress(None, desc=m), hub_token=token)
+        # the key names who read it: another visitor cannot page a private dataset by its name
+        who = reader_tag(read_token(self.settings, token)) if spec.startswith("hf://") else ""
+        return SessionDataset(hashlib.sha1(f"{spec}|{fmt_arg}|{split_name}|{config_name}|{who}".encode()).hexdigest()[:16],
+                              src)
+
+    def on_page(self, k, page_no, agent, model, task, rmin, rmax, sort_by, descending, step: int = 0,
+                progress=gr.Progress()) -> list:
+        """Page ``page_no`` + ``step`` of the session's dataset, filtered and sorted."""
+        if _get(k) is None:
+            return self.fail("Open a dataset first.")
+        try:
+            return self.page_values(k, max(1, int(page_no or 1) + step), agent, model, task, rmin, rmax, sort_by,
+                                    descending, progress)
+        except Exception as e:  # a SourceError, a sort or filter over more rows than rows_scanned, a reader bug
+            return self.fail(_message(e, "Could not read the page"))
+
+    def on_prev(self, k, page_no, agent, model, task, rmin, rmax, sort_by, descending, progress=gr.Progress()):
+        return self.on_page(k, page_no, agent, model, task, rmin, rmax, sort_by, descending, -1, progress)
+
+    def on_next(self, k, page_no, agent, model, task, rmin, rmax, sort_by, descending, progress=gr.Progress()):
+        return self.on_page(k, page_no, agent, model, task, rmin, rmax, sort_by, descending, +1, progress)
+
+    def on_filter(self, k, agent, model, task, rmin, rmax, sort_by, descending, progress=gr.Progress()):
+        return self.on_page(k, 1, agent, model, task, rmin, rmax, sort_by, descending, 0, progress)
+
+    def page_values(self, k: SessionDataset, page_no, agent, model, task, rmin, rmax, sort_by, descending,
                     progress=None) -> list:
-        if src.is_capture:
-            ro = src.rollout()
-            s = ro.stats()
-            row = {"row": 0, "agent": ro.origin.agent, "model": ro.model, "task": (ro.instruction or "")[:80],
-                   "reward": ro.reward, "result": None, "turns": s["turns"],
-                   "length": s["prompt_tokens"] + s["output_tokens"], "error": ""}
-            return [k, render.dataset_status_html(shown_path(src.label, settings), "capture", total=1, page=0, pages=1,
-                                                  note=shown_text(src.note, settings)),
-                    _table([row]), 1]
+        """The values of ``Widgets.page_outputs`` for page ``page_no`` (1-based) of ``k``'s dataset."""
+        src = k.src
+        if src.is_capture:  # a capture folder: one rollout, one row
+            return [k, render.dataset_status_html(shown_path(src.label, self.settings), "capture", total=1, page=0,
+                                                  pages=1, note=shown_text(src.note, self.settings)),
+                    _table([_capture_row(src.rollout())]), 1]
         filters = Filters(agent or "", model or "", task or "", _num(rmin), _num(rmax))
-        p = max(0, int(page_no or 1) - 1)
         say = (lambda m: progress(None, desc=m)) if progress is not None else None
-        pg = browse_page(src, p, PAGE_SIZE, sort=sort_by or "row", descending=bool(descending), filters=filters,
-                         progress=say)
-        if pg.pages is not None and pg.pages and p >= pg.pages:
-            pg = browse_page(src, pg.pages - 1, PAGE_SIZE, sort=sort_by or "row", descending=bool(descending),
-                             filters=filters, progress=say)
+
+        def read(p: int):
+            return browse_page(src, p, PAGE_SIZE, sort=sort_by or "row", descending=bool(descending), filters=filters,
+                               progress=say)
+
+        p = max(0, int(page_no or 1) - 1)
+        pg = read(p)
+        if pg.pages and p >= pg.pages:  # past the last page (fewer rows after a filter): the last one
+            pg = read(pg.pages - 1)
         note = "; ".join(x for x in (src.note, pg.note) if x)
-        return [k, render.dataset_status_html(shown_path(src.label, settings), src.format.name,
+        return [k, render.dataset_status_html(shown_path(src.label, self.settings), src.format.name,
                                               alternatives=src.alternatives, total=pg.total, page=pg.page,
-                                              pages=pg.pages, note=shown_text(note, settings),
+                                              pages=pg.pages, note=shown_text(note, self.settings),
                                               bytes_read=src.dataset.bytes_read),
                 _table(pg.rows), pg.page + 1]
 
-    def fail(message: str) -> list:
-        return [gr.skip(), render.notice_html(shown_text(message, settings), "error"), gr.skip(), gr.skip()]
+    def fail(self, message: str) -> list:
+        """The message on the status line; the dataset, rows and page number as they are."""
+        return [gr.skip(), render.notice_html(shown_text(message, self.settings), "error"), gr.skip(), gr.skip()]
 
-    def on_open(text, fmt_name, split_name, config_name, agent, model, task, rmin, rmax, sort_by, descending,
-                request: gr.Request = None, progress=gr.Progress()):
-        text = (text or "").strip()
-        if not text:
-            return fail("Type a dataset: hf://datasets/OWNER/NAME, or a file or folder inside the data folder.")
-        spec = text
-        if not text.startswith("hf://"):
-            try:
-                spec = str(local_path(text, settings))
-            except ValueError as e:
-                return fail(str(e))
-        fmt_arg = None if fmt_name in (None, "", "auto") else fmt_name
-        progress(0, desc=f"opening {text}")
-        try:
-            token = signin.hub_token(request)  # hf:// as the visitor: their sign-in, else anonymous
-            src = open_dataset(spec, settings, split=(split_name or "").strip() or None,
-                               config=(config_name or "").strip() or None, format=fmt_arg,
-                               progress=lambda m: progress(None, desc=m), hub_token=token)
-            # the key names who read it: another visitor cannot page a private dataset by its name
-            who = reader_tag(read_token(settings, token)) if spec.startswith("hf://") else ""
-            k = hashlib.sha1(f"{spec}|{fmt_arg}|{split_name}|{config_name}|{who}".encode()).hexdigest()[:16]
-            return page_values(src, SessionDataset(k, src), 1, agent, model, task, rmin, rmax, sort_by, descending,
-                               progress)
-        except SourceError as e:
-            return fail(e.message)
-        except BudgetExceeded as e:  # e.g. the bytes one Hub source may cost on a public app
-            return fail(str(e))
-        except Exception as e:  # never let a reader bug take the app down
-            return fail(f"Could not open {text}: {type(e).__name__}: {e}")
-
-    def on_page(k, page_no, agent, model, task, rmin, rmax, sort_by, descending, step: int = 0,
-                progress=gr.Progress()):
-        src = _get(k)
-        if src is None:
-            return fail("Open a dataset first.")
-        try:
-            return page_values(src, k, max(1, int(page_no or 1) + step), agent, model, task, rmin, rmax, sort_by,
-                               descending, progress)
-        except SourceError as e:
-            return fail(e.message)
-        except BudgetExceeded as e:  # a sort or filter over more rows than rows_scanned
-            return fail(str(e))
-        except Exception as e:
-            return fail(f"Could not read the page: {type(e).__name__}: {e}")
-
-    view_outputs = list(browse.outputs) + [browse.tabs, status]
-
+    # --- a row in the viewer ----------------------------------------------------------------
     @rescores.as_visitor  # the visitor's view settings (their IS choice for the Δ marks): browse.view
-    def open_row(k, row, view=None, progress=gr.Progress()):
+    def open_row(self, k, row, view=None, progress=gr.Progress()) -> list:
+        """Row ``row`` of the session's dataset, read, kept in the store and shown on the Tokens tab."""
         src = _get(k)
-        skip = [gr.skip()] * (len(browse.outputs) + 1)
         if src is None:
-            return skip + [render.notice_html("Open a dataset first.", "error")]
+            return self._row_failed("Open a dataset first.")
         if row is None or str(row).strip() == "":
-            return skip + [render.notice_html("Pick a row.", "error")]
-        progress(0, desc=f"reading row {int(row)} of {src.label}")
-        try:
-            ro = src.rollout(int(row))
-        except SourceError as e:
-            return skip + [render.notice_html(e.message, "error")]
-        except Exception as e:
-            return skip + [render.notice_html(f"Could not open row {row}: {type(e).__name__}: {e}", "error")]
-        capture_dir = src.capture if src.capture is not None and src.capture.is_dir() else None
+            return self._row_failed("Pick a row.")
         n = int(row)
-        op = store.put(ro, capture_dir=capture_dir,
-                       link=dataset_link(src.label, n, settings) if not src.is_capture else "",
-                       reload=lambda: src.rollout(n))
-        view = ro.origin.token_view or ("exact" if src.is_capture else "")
-        label = {"derived": "derived token view (re-rendered through a chat template; mask: assistant tokens "
-                            "trainable)", "exact": "exact ids from the source", "mixed": "exact ids where the row "
-                            "has them, derived elsewhere"}.get(view, "")
-        note = f"{ro.source}: {label}" if label else ro.source
-        if ro.origin.tokenizer_note:
-            note += f" · {ro.origin.tokenizer_note}"
-        done = render.notice_html(f"Opened row {int(row)} in the viewer.")
-        return list(browse.show_fn(op, None, note)) + [gr.Tabs(selected="tokens"), done]
+        progress(0, desc=f"reading row {n} of {src.label}")
+        try:
+            ro = src.rollout(n)
+        except SourceError as e:
+            return self._row_failed(e.message)
+        except Exception as e:
+            return self._row_failed(f"Could not open row {row}: {type(e).__name__}: {e}")
+        op = self.store.put(ro, capture_dir=src.capture if src.capture is not None and src.capture.is_dir() else None,
+                            link=dataset_link(src.label, n, self.settings) if not src.is_capture else "",
+                            reload=lambda: src.rollout(n))
+        done = render.notice_html(f"Opened row {n} in the viewer.")
+        return list(self.browse.show_fn(op, None, _row_note(ro, src))) + [gr.Tabs(selected="tokens"), done]
 
-    def on_table_select(k, view, evt: gr.SelectData):
+    def on_table_select(self, k, view, evt: gr.SelectData) -> list:
         value = evt.row_value if evt is not None else None
         if not value:
-            return [gr.skip()] * (len(browse.outputs) + 2)
-        return open_row(k, value[0], view)
+            return [gr.skip()] * (len(self.browse.outputs) + 2)
+        return self.open_row(k, value[0], view)
 
-    page_outputs = [key, status, table, page]
-    open_btn.click(on_open, [source, fmt, split, config] + filter_inputs, page_outputs, api_name="ds_open")
-    source.submit(on_open, [source, fmt, split, config] + filter_inputs, page_outputs, api_visibility="private")
-    page.submit(on_page, [key, page] + filter_inputs, page_outputs, api_name="ds_page")
-    def on_prev(k, page_no, agent, model, task, rmin, rmax, sort_by, descending, progress=gr.Progress()):
-        return on_page(k, page_no, agent, model, task, rmin, rmax, sort_by, descending, -1, progress)
+    def _row_failed(self, message: str) -> list:
+        return [gr.skip()] * (len(self.browse.outputs) + 1) + [render.notice_html(message, "error")]
 
-    def on_next(k, page_no, agent, model, task, rmin, rmax, sort_by, descending, progress=gr.Progress()):
-        return on_page(k, page_no, agent, model, task, rmin, rmax, sort_by, descending, +1, progress)
 
-    def on_filter(k, agent, model, task, rmin, rmax, sort_by, descending, progress=gr.Progress()):
-        return on_page(k, 1, agent, model, task, rmin, rmax, sort_by, descending, 0, progress)
+def _message(e: Exception, what: str) -> str:
+    """What the visitor is told of ``e``: a reader's or a budget's own message, else ``what`` and the error."""
+    if isinstance(e, SourceError):
+        return e.message
+    if isinstance(e, BudgetExceeded):  # e.g. the bytes one Hub source may cost on a public app
+        return str(e)
+    return f"{what}: {type(e).__name__}: {e}"
 
-    prev_btn.click(on_prev, [key, page] + filter_inputs, page_outputs, api_visibility="private")
-    next_btn.click(on_next, [key, page] + filter_inputs, page_outputs, api_visibility="private")
-    for f in (sort, desc):
-        f.input(on_filter, [key] + filter_inputs, page_outputs, api_visibility="private")
-    for f in (f_agent, f_model, f_task, f_rmin, f_rmax):
-        f.submit(on_filter, [key] + filter_inputs, page_outputs, api_visibility="private")
-    row_btn.click(open_row, [key, row_no, browse.view], view_outputs, api_name="ds_open_row", **browse.shows)
-    table.select(on_table_select, [key, browse.view], view_outputs, api_visibility="private", **browse.shows)
+
+def _capture_row(ro) -> dict:
+    """A capture's one rollout as a row of the table."""
+    s = ro.stats()
+    return {"row": 0, "agent": ro.origin.agent, "model": ro.model, "task": (ro.instruction or "")[:80],
+            "reward": ro.reward, "result": None, "turns": s["turns"],
+            "length": s["prompt_tokens"] + s["output_tokens"], "error": ""}
+
+
+_VIEW_LABELS = {
+    "derived": "derived token view (re-rendered through a chat template; mask: assistant tokens trainable)",
+    "exact": "exact ids from the source",
+    "mixed": "exact ids where the row has them, derived elsewhere",
+}
+
+
+def _row_note(ro, src: DatasetSource) -> str:
+    """The notice over a row's token view: its source, how its token ids were made, its tokenizer's note."""
+    label = _VIEW_LABELS.get(ro.origin.token_view or ("exact" if src.is_capture else ""), "")
+    note = f"{ro.source}: {label}" if label else ro.source
+    if ro.origin.tokenizer_note:
+        note += f" · {ro.origin.tokenizer_note}"
+    return note
