@@ -680,6 +680,21 @@ def _short(v, n: int = 60) -> str:
     return r if len(r) <= n else r[:n] + f"…({len(r)} chars)"
 
 
+def linked_capture(dest: Path) -> Path:
+    """A copy of the qwen3-tiny capture, its files hard-linked (same bytes, no disk): a scan folder's member."""
+    import shutil
+
+    from viewer.config import SAMPLE_DIR
+
+    dest.mkdir(parents=True)
+    for name in ("trace.json", "turns.json", "summary.json", "task.json"):
+        try:
+            os.link(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
+        except OSError:
+            shutil.copy(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
+    return dest
+
+
 def nonce_capture(dest: Path, nonce: str) -> Path:
     """The qwen3-tiny capture with ``nonce`` in its system prompt: new to the store and the render cache."""
     import shutil

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -29,22 +28,11 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from attack_kit import Server, Visitor, stream_event
+from attack_kit import Server, Visitor, linked_capture, stream_event
 from tv_payload import expand
 from viewer.config import SAMPLE_DIR, Settings
 
-CAPTURE_FILES = ("trace.json", "turns.json", "summary.json", "task.json")
 SCANNED = 300  # captures in the scan folder: a whole scan of them (≈ 14 s here) outlasts the attacker's 70 calls
-
-
-def _capture(dest: Path) -> None:
-    """A copy of the qwen3-tiny capture, its files hard-linked (same bytes, no disk)."""
-    dest.mkdir(parents=True)
-    for name in CAPTURE_FILES:
-        try:
-            os.link(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
-        except OSError:
-            shutil.copy(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +44,9 @@ def app(tmp_path_factory):
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
     root = tmp_path_factory.mktemp("sessions-root")
     for i in range(6):
-        _capture(root / f"cap{i}")
+        linked_capture(root / f"cap{i}")
     for i in range(SCANNED):
-        _capture(root / "scan" / f"c{i:03d}")
+        linked_capture(root / "scan" / f"c{i:03d}")
     for i in range(10):
         write_jsonl(agentcap_rows(), root / f"rows{i}.jsonl")
     settings = Settings(public=True, data_root=str(root), capture_out_root=str(tmp_path_factory.mktemp("caps")))

@@ -21,7 +21,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import statistics
 import threading
 import time
@@ -48,15 +47,6 @@ VISITS = 19         # captures the visitor opens, each once (2 warm, 5 idle, 7 u
 SLOWER = 3.0        # the visitor's open under attack: at most this many times idle
 CAPTURE_FILES = ("trace.json", "turns.json", "summary.json", "task.json")
 SMOL = SAMPLE_DIR / "smollm2" / "tokenizer"
-
-
-def _capture(dest: Path) -> None:
-    dest.mkdir(parents=True)
-    for name in CAPTURE_FILES:
-        try:
-            os.link(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
-        except OSError:
-            shutil.copy(SAMPLE_DIR / "qwen3-tiny" / name, dest / name)
 
 
 def _capture_zip(nonce: str) -> bytes:
@@ -148,9 +138,9 @@ def room(tmp_path):
     p = kit.plant(tmp_path / "p")
     data = tmp_path / "data"
     for i in range(SCANNED):
-        _capture(data / "scan" / f"c{i:03d}")
+        kit.linked_capture(data / "scan" / f"c{i:03d}")
     for i in range(HOSTILE_SCAN):
-        _capture(data / "hscan" / f"c{i:03d}")
+        kit.linked_capture(data / "hscan" / f"c{i:03d}")
     for i in range(VISITS):
         kit.nonce_capture(data / f"visit{i}", f"visit {i}")
     tmp, cache = tmp_path / "tmp", tmp_path / "gradio"
