@@ -174,3 +174,49 @@ def test_add_this_view_to_the_deck_builds_a_deck_json(apps):
     doc = json.loads(Path(path).read_text())
     assert doc["version"] == 1 and [(s["source"], s.get("turn"), s.get("tok"), s["mode"]) for s in doc["steps"]] == [
         ("sample:qwen3-tiny", 1, [P1, P1 + 4], "logprob"), ("sample:qwen3-tiny", 1, None, "mask")]
+
+
+def test_the_deck_kept_in_the_browser_is_checked_like_a_deck_json():
+    """What the visitor's localStorage hands back (issue 41: the deck in progress kept across reloads) may
+    have been changed by the page or the visitor: it is read as a deck.json or refused, never trusted."""
+    from viewer.talk.common import MAX_TALK_BYTES, TalkError
+    from viewer.ui.talk_handlers import TalkHandlers
+
+    doc = {"version": 1, "title": "My talk", "steps": [{"source": "sample:qwen3-tiny", "turn": 0},
+                                                       {"source": "sample:smollm2", "turn": 2, "tok": [3, 5]}]}
+    text = TalkHandlers.kept_text({"deck": json.dumps(doc)})
+    assert [(s["source"], s.get("turn"), s.get("tok")) for s in json.loads(text)["steps"]] == \
+        [("sample:qwen3-tiny", 0, None), ("sample:smollm2", 2, [3, 5])]
+    for none in (None, {}, {"deck": ""}, "a string", ["a", "list"]):
+        assert TalkHandlers.kept_text(none) == ""
+    for bad, says in (({"deck": 5}, "expected a deck.json text"), ({"deck": "{not json"}, "the deck kept"),
+                      ({"deck": json.dumps({"version": 1, "steps": []})}, "non-empty list"),
+                      ({"deck": json.dumps({"version": 1, "steps": [{"source": "x"}]}) + " " * MAX_TALK_BYTES},
+                       "byte limit")):
+        with pytest.raises(TalkError, match=says):
+            TalkHandlers.kept_text(bad)
+
+
+def test_the_panel_names_the_deck_in_progress_and_escapes_its_sources():
+    from viewer.ui.talk_handlers import LISTED, TalkHandlers
+
+    html, label = TalkHandlers.deck_html("")
+    assert "No deck in progress" in html and label == "Notes and deck"
+    hostile = "<img src=x onerror=alert(1)>"
+    steps = [{"source": hostile, "turn": k} for k in range(LISTED + 3)]
+    html, label = TalkHandlers.deck_html(json.dumps({"version": 1, "steps": steps}))
+    assert label == f"Notes and deck · deck: {LISTED + 3} steps" and f"Deck in progress: {LISTED + 3} steps" in html
+    assert "<img" not in html and f"{LISTED}. &lt;img" in html and "… and 3 more" in html
+
+
+def test_an_unreadable_kept_deck_is_said_on_load_and_a_new_deck_is_kept_as_empty():
+    from viewer.ui.talk_handlers import TalkHandlers
+
+    h = TalkHandlers(Settings(), None, None)
+    built, line, label, file = h.restore_deck({"deck": "{not json"})
+    assert built == "" and "cannot be read" in line and "starts a new one" in line
+    assert h.resume_deck("", {"deck": "{not json"}) == ""  # the next step starts a new deck over it
+    assert h.resume_deck("kept in the session", {"deck": "{not json"}) == "kept in the session"
+    built, kept, line, _label, file, said = h.new_deck()
+    # an object, never "" or None: Gradio writes no empty value to localStorage and the old deck came back
+    assert built == "" and kept == {"deck": ""} and file is None and "No deck in progress" in line

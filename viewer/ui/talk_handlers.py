@@ -32,6 +32,7 @@ __all__ = ["TalkHandlers", "parse_selection"]
 
 _SEL = re.compile(r"\s*(\d{1,9})\s*:\s*(\d{1,9})\s*(?:-\s*(\d{1,9}))?\s*")
 TABS = {"tokens": "tokens", "drift": "drift", "compare": "compare"}
+LISTED = 20  # steps of the deck in progress named in the panel; the rest are counted
 
 
 def parse_selection(text: Any) -> tuple[int, tuple[int, int]]:
@@ -275,6 +276,70 @@ class TalkHandlers:
         if s.view == "drift" and self.drift is not None:
             return [gr.skip()] * n_cmp + self.drift.show(key, turn) + self.drift.costs(key)
         return skip
+
+    # --- the deck in progress: the session's copy (``built``) and the browser's (``kept``, across reloads) ---
+    @staticmethod
+    def kept_text(kept: Any) -> str:
+        """The deck text this browser kept (``{"deck": text}``; "" for none), checked like an uploaded deck.json:
+        it comes from the visitor's localStorage, which the page (or the visitor) may have changed."""
+        text = kept.get("deck") if isinstance(kept, dict) else None
+        if not text:
+            return ""
+        if not isinstance(text, str):
+            raise TalkError(f"expected a deck.json text, got {type(text).__name__}")
+        return talk_deck.dumps(talk_deck.parse(text, "the deck kept in this browser"))
+
+    @staticmethod
+    def deck_html(text: str) -> tuple[str, str]:
+        """(the panel's line on the deck in progress, the panel's label): both name its steps' count."""
+        if not text:
+            return render.notice_html("No deck in progress: “Add this view to the deck” starts one."), "Notes and deck"
+        steps = talk_deck.parse(text).steps
+        n = f"{len(steps)} step{'s' if len(steps) != 1 else ''}"
+        shown = "; ".join(f"{k}. {s.source}" + (f" · row {s.row}" if s.row is not None else "")
+                          + (f" · turn {s.turn}" if s.turn is not None else "")
+                          + (f" · tokens {s.tok[0]}–{s.tok[1]}" if s.tok else "") + f" · {s.mode}"
+                          for k, s in enumerate(steps[:LISTED], 1))
+        more = f"; … and {len(steps) - LISTED} more" if len(steps) > LISTED else ""
+        return (render.notice_html(f"Deck in progress: {n}, kept in this browser (a reload or a link keeps it; "
+                                   f"download deck.json to keep it elsewhere): {shown}{more}."),
+                f"Notes and deck · deck: {n}")
+
+    def deck_line(self, text: str) -> list:
+        html, label = self.deck_html(text)
+        return [html, gr.Accordion(label=label)]
+
+    def restore_deck(self, kept, request: gr.Request = None) -> list:
+        """The page opened: the deck this browser kept becomes the session's, shown and offered as deck.json.
+        [built, line, panel label, deck file]."""
+        try:
+            text = self.kept_text(kept)
+        except TalkError as e:
+            return ["", render.notice_html(f"The deck kept in this browser cannot be read ({e}); “Add this view to "
+                                           "the deck” starts a new one.", "error"), gr.skip(), gr.skip()]
+        if not text:
+            return [gr.skip()] * 4
+        return [text] + self.deck_line(text) + [_download(request, DECK, text, "deck")]
+
+    def resume_deck(self, built, kept) -> str:
+        """Before a step is added: the session's deck, else the one this browser kept (a click that came before
+        the page's restore had answered adds to that deck, not to a new one)."""
+        if built:
+            return built
+        try:
+            return self.kept_text(kept)
+        except TalkError:
+            return ""  # the page load said so; the next step starts a new deck over it
+
+    def keep_deck(self, built) -> list:
+        """After a step is added: [kept, line, panel label]. Always an object, even for no deck: Gradio does not
+        write an empty value to localStorage, and the old deck would come back on the next load."""
+        return [{"deck": built or ""}] + self.deck_line(built or "")
+
+    def new_deck(self) -> list:
+        """*Start a new deck*: [built, kept, line, panel label, deck file, message]."""
+        return ["", {"deck": ""}] + self.deck_line("") + [None, render.notice_html(
+            "A new deck: “Add this view to the deck” adds its step 1.")]
 
     def add_step(self, key, turn, sel, mode, built, request: gr.Request = None) -> list:
         """"Add this view to the deck": [deck text, deck.json file, message]."""

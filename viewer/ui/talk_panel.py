@@ -37,9 +37,14 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     h = TalkHandlers(settings, store, b, cmp, drift)
     notes_state = gr.State({})  # {rollout: notes.json text}: uploads, Hub sources, public mode
     deck = gr.State(None)  # the deck being shown: {"text", "at", "seq"}
-    built = gr.State("")  # the deck "Add this view" builds (deck.json text)
+    built = gr.State("")  # the deck "Add this view" builds (deck.json text): this session's copy
+    # ... and this browser's, so a reload or a link opened in the tab keeps it (issue 41): in the visitor's own
+    # localStorage, never on the server; what comes back is checked like any deck.json (kept_text). Gradio
+    # hands the secret to the page (it obfuscates, it protects nothing): a fixed one, so that a restart of
+    # the app does not make the kept deck unreadable.
+    kept = gr.BrowserState({"deck": ""}, storage_key="ri-deck-in-progress", secret="rollout-inspector-deck")
     with b.under_tokens:
-        with gr.Accordion("Notes and deck", open=False, elem_id="talk-panel"):
+        with gr.Accordion("Notes and deck", open=False, elem_id="talk-panel") as panel:
             with gr.Row(equal_height=True):
                 sel = gr.Textbox(label="Selected tokens (turn:first-last)", elem_id="note-sel", scale=1,
                                  placeholder="click a token, shift-click the last")
@@ -58,6 +63,9 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
                 up_btn = gr.UploadButton("Upload notes.json", size="sm", file_types=[".json"], elem_id="notes-upload")
                 deck_add = gr.Button("Add this view to the deck", size="sm", elem_id="deck-add")
                 deck_up = gr.UploadButton("Present a deck.json", size="sm", file_types=[".json"], elem_id="deck-upload")
+            with gr.Row(equal_height=True):
+                line = gr.HTML(h.deck_html("")[0], elem_id="deck-built")
+                new_btn = gr.Button("Start a new deck", size="sm", elem_id="deck-new", scale=0, min_width=140)
             with gr.Row():
                 notes_out = gr.File(label=None, interactive=False, elem_id="notes-file", height=60)
                 deck_out = gr.File(label=None, interactive=False, elem_id="deck-file", height=60)
@@ -77,7 +85,10 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     up_btn.upload(h.upload, [b.key, b.turn, up_btn, notes_state, deck], [notes_state] + view_out,
                   api_name="upload_notes")
     deck_add.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(
-        h.add_step, [b.key, b.turn, sel, mode, built], [built, deck_out, msg], api_name="deck_add_view")
+        h.resume_deck, [built, kept], built, api_name="deck_resume", **quiet).then(
+        h.add_step, [b.key, b.turn, sel, mode, built], [built, deck_out, msg], api_name="deck_add_view").then(
+        h.keep_deck, built, [kept, line, panel], api_name="deck_keep", **quiet)
+    new_btn.click(h.new_deck, None, [built, kept, line, panel, deck_out, msg], api_name="deck_new", **quiet)
 
     # n / N: the page names a note by its place; the server opens its turn with its range selected.
     # Staged like every turn switch, so it overtakes a switch still in its plot step: that step's last
@@ -100,6 +111,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     then_show(deck_up.upload(h.on_upload_deck, [deck_up, deck], [deck, msg], api_name="present_deck").then(
         h.step_values, [deck, b.view], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
     if loaded is not None:
+        loaded.then(h.restore_deck, kept, [built, line, panel, deck_out], api_name="deck_restore", **quiet)
         loaded.then(h.on_link_note, [b.key, notes_state], b.turn_outputs, api_name="talk_note_link", **quiet, **b.shows)
         then_show(loaded.then(h.on_link_deck, [deck], [deck, b.outputs[STATUS]], api_name="talk_deck_link", **quiet).then(
             h.step_values, [deck], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
