@@ -8,9 +8,9 @@ from tv_payload import expand
 
 def _outputs(result):
     # open_* endpoints return (header, status, table, tool, turns_plot, hist, task, problems, source rows,
-    # sample picker, turn_no, view, lp_plot, convo)
-    keys = ["header", "status", "table", "tool", "turns_plot", "hist", "task", "problems", "rows", "sample", "turn",
-            "view", "lp_plot", "convo"]
+    # sample picker, the two filter boxes and the turn list's note, turn_no, view, lp_plot, convo)
+    keys = ["header", "status", "table", "tool", "turns_plot", "hist", "task", "problems", "rows", "sample",
+            "f_trained", "f_low", "filter_note", "turn", "view", "lp_plot", "convo"]
     assert len(result) == len(keys)
     return dict(zip(keys, result))
 
@@ -26,6 +26,7 @@ def test_opens_bundled_sample(client):
     assert payload["trained"] is True and 1 in payload["k"]  # opens on a trained turn
     assert out["lp_plot"]["type"] == "plotly" and out["hist"]["type"] == "plotly"
     assert "Held-out tests" in out["task"] and "reward" in out["task"]
+    assert (out["f_trained"], out["f_low"], out["filter_note"]) == (False, False, "")  # an open starts unfiltered
 
 
 def test_select_turn_returns_that_turn(client):

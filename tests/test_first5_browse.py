@@ -27,7 +27,7 @@ def handlers(tmp_path_factory):
 
     settings = Settings.from_env()
     comps = [gr.Dataframe(), gr.Dataframe(), gr.Plot(), gr.Plot(), gr.Plot()]
-    return BrowseHandlers(settings, RolloutStore(settings), Slots(*comps, outputs=[None] * 16, turn_outputs=[None] * 5))
+    return BrowseHandlers(settings, RolloutStore(settings), Slots(*comps, outputs=[None] * 19, turn_outputs=[None] * 5))
 
 
 def test_step_handlers_move_and_stop_at_the_ends(handlers):
@@ -56,5 +56,53 @@ def test_open_failure_changes_only_the_status_line(handlers):
     import gradio as gr
 
     vals = handlers.on_path("../../etc/passwd", "")
-    assert len(vals) == 16 and "ri-error" in vals[2]
+    assert len(vals) == 19 and "ri-error" in vals[2]
     assert all(isinstance(v, type(gr.skip())) for i, v in enumerate(vals) if i != 2)
+
+
+def _raw_min_logprobs(sample: str) -> dict[int, float]:
+    """Each call's lowest output logprob, from the capture's own trace.json (plain JSON): call number -> min."""
+    import json
+
+    calls = json.loads((REPO / "sample_data" / sample / "trace.json").read_text())
+    return {c["turn"]: min(c["per_token_logps"]) for c in calls}
+
+
+def test_filters_take_the_typed_threshold_and_say_what_they_leave(handlers):
+    """Issue 41, point 6: the threshold is the user's, a filter that leaves nothing says so (and how to
+    clear it), a shown turn the filters hide is replaced by the first listed, and an open clears them."""
+    import gradio as gr
+
+    from viewer.config import LOW_LOGPROB
+    from viewer.ui.browse_handlers import FILTERS
+    from viewer.ui.staged import resolve
+
+    vals = resolve(handlers.on_sample("qwen3-tiny", ""))
+    key = vals[0]
+    assert vals[FILTERS:FILTERS + 3] == [False, False, ""]  # an open starts unfiltered
+    mins = _raw_min_logprobs("qwen3-tiny")
+    skip = type(gr.skip())
+    # the default threshold (the one constant) lists every call of this random-weight capture
+    assert all(m < LOW_LOGPROB for m in mins.values())
+    assert len(handlers.on_filter(key, False, True, None, "(any)", 1)[0]["data"]) == len(mins)
+    # a threshold under every token leaves none: said, with the way out, the turn on screen kept
+    below = min(mins.values()) - 5
+    table, note, *turn = handlers.on_filter(key, False, True, below, "(any)", 1)
+    assert table["data"] == [] or table["data"] == [[""] * len(table["headers"])]
+    assert f"No turns match a token below {below:g}" in note and "clear filters" in note
+    assert "still shows turn 1" in note and all(isinstance(v, skip) for v in turn)
+    # a typed threshold: the calls whose lowest logprob is under it
+    at = sorted(mins.values())[1] + 1e-6
+    table, note, *turn = handlers.on_filter(key, False, True, at, "(any)", 1)
+    calls = [row[1] for row in table["data"]]
+    assert calls == [c for c, m in mins.items() if m < at] and f"{len(calls)} of {len(mins)} turns match" in note
+    # turn 0 (the title call) is hidden by "trained only": the first listed trained turn replaces it
+    table, note, *turn = handlers.on_filter(key, True, False, None, "(any)", 0.0)
+    first = table["data"][0][0]
+    assert turn[0] == first and "Turn 0 is hidden" in note
+    # not a number (an emptied box, an API client's text): the setting's threshold
+    assert handlers.low_at(None) == handlers.low_at("x") == handlers.low_at(float("nan")) == LOW_LOGPROB
+    # the threshold alone changes nothing while its box is unticked
+    assert all(isinstance(v, skip) for v in handlers.on_threshold(key, False, False, -1.0, "(any)", 1))
+    cleared = handlers.on_clear(key)
+    assert cleared[:3] == [False, False, "(any)"] and len(cleared[3]["data"]) == len(mins) and cleared[4] == ""

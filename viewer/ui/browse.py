@@ -1,25 +1,29 @@
 """The browse screen: open a source, pick a turn, see its tokens, plots, conversation, task.
 
 This module lays the screen out and wires its events; what each event does is a named
-method of :class:`viewer.ui.browse_handlers.Handlers` (testable without a page). Errors
+method of :class:`viewer.ui.browse_handlers.Handlers` (testable without a page), or of
+:class:`BrowseHandlers` here: a turn's token view, ◀ / ▶ and the turn list's filters. Errors
 become a visible notice; the app keeps working.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
 import gradio as gr
+import pandas as pd
 
 from .. import render
 from ..config import Settings
+from ..memo import need_work
 from ..row_browser import ROW_COLUMNS
 from ..render.shell import first_steps_html
-from ..views import TURN_COLUMNS, turn_view
+from ..views import TURN_COLUMNS, turn_table, turn_view
 from . import rescores
-from .browse_handlers import PROBLEMS, ROWS, STATUS, TOOLS, Handlers, Slots, wire
+from .browse_handlers import FILTERS, PROBLEMS, ROWS, STATUS, TOOLS, Handlers, Slots, wire
 from .opening import dataset_link, link_spec
 from .opening import list_samples, sample_choices
 from .staged import resolve, staged
@@ -58,7 +62,8 @@ class Browse:
 
 
 class BrowseHandlers(Handlers):
-    """The handlers, with the token view's payload of one turn (shared by every session on the rollout)."""
+    """The handlers, with the token view's payload of one turn (shared by every session on the rollout), the
+    steps through the turns the list shows and its filters."""
 
     def turn_parts(self, op: Opened, index: int, focus, mode: str, choice=rescores.DEFAULT_CHOICE) -> tuple:
         settings = self.settings
@@ -73,6 +78,105 @@ class BrowseHandlers(Handlers):
         payload = render.token_view_payload(tv.turn, tv.tokens, render.ViewOptions.from_settings(
             settings, focus=focus, mode=mode, note=tv.note, link=link), delta=delta)
         return payload, render.conversation_html(tv.turn)
+
+    # --- ◀ / ▶ and the turn list's filters ------------------------------------------------------------
+    def on_step(self, k: str | None, index, step: int, trained: bool = False, low: bool = False,
+                tool: str | None = None, at=None) -> list:
+        """The next (step +1) or previous (-1) turn among those the turn list shows (its filters);
+        at either end the turn stays and a message says so."""
+        op = self.store.get(k)
+        if op is None:
+            return self.skip_turn()
+        filtered = bool(trained or low or tool not in (None, "", "(any)"))
+        if filtered:
+            need_work()  # the filtered turn table is made per press (a pass over every turn): not on the event loop
+        order = ([int(t) for t in self.listed(op, trained, low, at, tool)["turn"]] if filtered
+                 else [t.index for t in op.rollout.turns])
+        here = float(index) if isinstance(index, (int, float)) else None  # the number box sends a float
+        if here is None:  # nothing selected yet: the first (or last) listed turn
+            target = (order[0] if step > 0 else order[-1]) if order else None
+        else:
+            ahead = [t for t in order if (t > here if step > 0 else t < here)]
+            target = (ahead[0] if step > 0 else ahead[-1]) if ahead else None
+        if target is None:
+            which = "trained or filtered " if filtered else ""
+            gr.Info(f"Already at the {'last' if step > 0 else 'first'} {which}turn." if order
+                    else "No turn matches the filters.")
+            return self.skip_turn()
+        return self.turn_values(op, target)
+
+    @rescores.as_visitor
+    def on_prev(self, k: str | None, index, trained=False, low=False, tool: str | None = None, at=None,
+                view=None) -> list:
+        return self.on_step(k, index, -1, trained, low, tool, at)
+
+    @rescores.as_visitor
+    def on_next(self, k: str | None, index, trained=False, low=False, tool: str | None = None, at=None,
+                view=None) -> list:
+        return self.on_step(k, index, +1, trained, low, tool, at)
+
+    # --- the turn list's filters ------------------------------------------------------------------
+    def low_at(self, value) -> float:
+        """The low-logprob threshold typed in the box; the setting's (config.LOW_LOGPROB unless set) when the
+        box holds no finite number (emptied, or an API client's text)."""
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            return self.settings.low_logprob
+        return v if math.isfinite(v) else self.settings.low_logprob
+
+    def listed(self, op: Opened, trained=False, low=False, at=None, tool: str | None = None) -> pd.DataFrame:
+        """The turn list as the filters leave it."""
+        return turn_table(op.rollout, trained_only=bool(trained), low_only=bool(low), low=self.low_at(at),
+                          tool=None if tool in (None, "", "(any)") else str(tool))
+
+    @rescores.as_visitor
+    def on_filter(self, k: str | None, trained=False, low=False, at=None, tool: str | None = None, index=None,
+                  view=None) -> list:
+        """Values for [turn list, its note] + the turn's outputs. The note says what the filters leave (and how
+        to clear them); a turn on screen that they hide is replaced by the first one listed, and the note
+        says so: the token view never shows a turn the list hides while it lists one (issue 41, point 6)."""
+        op = self.store.get(k)
+        if op is None:
+            return [gr.skip()] * (2 + len(self.slots.turn_outputs))
+        df = self.listed(op, trained, low, at, tool)
+        shown, total = [int(t) for t in df["turn"]], len(op.rollout.turns)
+        here = int(index) if isinstance(index, (int, float)) and math.isfinite(index) else None
+        here = here if any(t.index == here for t in op.rollout.turns) else None  # a turn on screen, or none
+        turn, said = self.skip_turn(), ""
+        if len(shown) == total:
+            pass  # nothing hidden: no note
+        elif not shown:
+            kept = f" The token view still shows turn {here}." if here is not None else ""
+            said = f"No turns match {self.filters_said(trained, low, at, tool)}.{kept} Press clear filters to list " \
+                   f"all {total} turns."
+        else:
+            said = f"{len(shown)} of {total} turns match {self.filters_said(trained, low, at, tool)} " \
+                   "(clear filters lists all)."
+            if here is not None and here not in shown:
+                turn = resolve(self.turn_values(op, shown[0]))
+                said = f"Turn {here} is hidden by the filters: showing turn {shown[0]}, the first listed. {said}"
+        return [wire(self.slots.table, df), render.notice_html(said) if said else ""] + turn
+
+    def on_threshold(self, k: str | None, trained=False, low=False, at=None, tool: str | None = None, index=None,
+                     view=None) -> list:
+        """The threshold typed (Enter, or the box left): it changes the list only while its box is ticked."""
+        if not low:
+            return [gr.skip()] * (2 + len(self.slots.turn_outputs))
+        return self.on_filter(k, trained, low, at, tool, index, view)
+
+    def filters_said(self, trained, low, at, tool) -> str:
+        parts = (["trained turns only"] if trained else []) + \
+            ([f"a token below {self.low_at(at):g}"] if low else []) + \
+            ([f"tool called {tool}"] if tool not in (None, "", "(any)") else [])
+        return " + ".join(parts) or "the filters"
+
+    def on_clear(self, k: str | None) -> list:
+        """Values for [trained box, low box, tool filter, turn list, its note]: every filter off, every turn listed."""
+        op = self.store.get(k)
+        table = (self.store.derived(op.key, ("rollout",), lambda: self.rollout_parts(op))[1] if op is not None
+                 else gr.skip())
+        return [False, False, "(any)", table, ""]
 
 
 def build(settings: Settings, store: RolloutStore) -> Browse:
@@ -106,14 +210,19 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         with gr.Tab("Tokens", id="tokens"):
             with gr.Row(equal_height=True, elem_id="turn-controls"):
                 trained_only = gr.Checkbox(label="trained turns only", value=False, elem_id="f-trained", min_width=120)
-                low_only = gr.Checkbox(label=f"has a token below {settings.low_logprob}", value=False,
-                                       elem_id="f-low", min_width=120)
+                low_only = gr.Checkbox(label="has a token below", value=False, elem_id="f-low", min_width=120)
+                # the threshold is the user's (issue 41, point 6); it starts at the setting (config.LOW_LOGPROB)
+                low_at = gr.Number(settings.low_logprob, label="logprob threshold", elem_id="f-low-at", step=0.1,
+                                   min_width=90)
                 tool_f = gr.Dropdown(["(any)"], value="(any)", label="tool called", elem_id="f-tool", min_width=120)
+                clear_btn = gr.Button("clear filters", size="sm", elem_id="f-clear", min_width=80)
                 prev_btn = gr.Button("◀ prev turn", size="sm", elem_id="prev-turn", min_width=80)
                 turn_no = gr.Number(label="turn", precision=0, elem_id="turn-number", min_width=80)
                 next_btn = gr.Button("next turn ▶", size="sm", elem_id="next-turn", min_width=80)
             rows = gr.Dataframe(headers=ROW_COLUMNS, interactive=False, elem_id="source-rows", max_height=200,
                                 wrap=False, visible=False)
+            # what the filters leave ("No turns match …", a hidden turn replaced): empty while nothing is hidden
+            filter_note = gr.HTML("", elem_id="turn-filter-note", padding=False)
             table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
                                  max_height=250, wrap=False)
             view = token_view("token-view")
@@ -130,8 +239,10 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
             problems = gr.HTML("", elem_id="problems")
 
     turn_outputs = [turn, turn_no, view, lp_plot, convo]
-    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows, sample] + turn_outputs
+    outputs = [key, header, status, table, tool_f, turns_plot, hist_plot, task, problems, rows, sample,
+               trained_only, low_only, filter_note] + turn_outputs
     assert outputs[STATUS] is status and outputs[PROBLEMS] is problems  # the failure's places (browse_handlers)
+    assert outputs[FILTERS:FILTERS + 3] == [trained_only, low_only, filter_note]  # an open clears them
     assert outputs[TOOLS] is tool_f and outputs[ROWS] is rows  # the components whose props an open updates
     h = BrowseHandlers(settings, store, Slots(table, rows, lp_plot, turns_plot, hist_plot, outputs, turn_outputs))
 
@@ -171,15 +282,22 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
     # ← / → step from the turn number shown, not the turn State: a State is stored on the server
     # when a two-step answer ends, so a second press within the plots' wait read the old turn and
     # stepped from it (→ then ← landed on turn 0); the number box has the first step's value.
-    steps = [key, turn_no, trained_only, low_only, tool_f, v]  # ← / → walk the turns the list shows
+    steps = [key, turn_no, trained_only, low_only, tool_f, low_at, v]  # ← / → walk the turns the list shows
     # A second press while the first answer's plots are pending is queued, not dropped (Gradio's
     # default trigger_mode "once" ignored it: ◀ ◀ moved one turn).
     prev_btn.click(staged(h.on_prev, defer, inline=True), steps, turn_outputs, api_name="prev_turn",
                    api_visibility="private", trigger_mode="always_last", **shows)
     next_btn.click(staged(h.on_next, defer, inline=True), steps, turn_outputs, api_name="next_turn",
                    api_visibility="private", trigger_mode="always_last", **shows)
-    for f in (trained_only, low_only, tool_f):
-        f.change(h.on_filter, [key, trained_only, low_only, tool_f], table, api_visibility="private", **fast)
+    # The user's own changes (.input, not .change): an open that clears the filters must not filter again.
+    # The threshold applies on Enter or on leaving the box (not per keystroke: "-" is no number yet).
+    filter_in, filter_out = [key, trained_only, low_only, low_at, tool_f, turn_no, v], [table, filter_note] + turn_outputs
+    for trigger, fn, name in ((trained_only.input, h.on_filter, "filter_trained"), (low_only.input, h.on_filter, "filter_low"),
+                              (tool_f.input, h.on_filter, "filter_tool"), (low_at.submit, h.on_threshold, "filter_low_at"),
+                              (low_at.blur, h.on_threshold, "filter_low_at_left")):
+        trigger(fn, filter_in, filter_out, api_name=name, api_visibility="private", **shows)
+    clear_btn.click(h.on_clear, [key], [trained_only, low_only, tool_f, table, filter_note], api_name="clear_filters",
+                    api_visibility="private", **shows)
 
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(h.deep_link(*a, **k)), h.show, turn_outputs,
                   lambda *a, **k: resolve(h.on_select_turn(*a, **k)), under_tokens, fast, shows,

@@ -18,7 +18,6 @@ from .. import plots, render
 from ..budgets import BudgetExceeded
 from ..config import SAMPLE_DIR, Settings
 from ..row_browser import ROW_COLUMNS, browse_page
-from ..memo import need_work
 from ..sources import SourceError, open_dataset
 from ..sources.keep import KEEP
 from ..sources.shown import shown_rollout, shown_text
@@ -35,9 +34,10 @@ from .staged import Later, resolve
 from .store import Opened, RolloutStore
 
 __all__ = ["Handlers", "Slots", "wire", "default_turn", "shown_name", "ROWS_SHOWN", "STATUS", "TOOLS", "PROBLEMS",
-           "ROWS"]
+           "ROWS", "FILTERS"]
 
 STATUS, TOOLS, PROBLEMS, ROWS = 2, 4, 8, 9  # places in the outputs (viewer/ui/browse.py checks them)
+FILTERS = 11  # the turn list's two filter boxes and its note: an open resets them (a new rollout starts unfiltered)
 ROWS_SHOWN = 200  # rows of a data file listed on the Tokens tab (the Datasets tab pages through any number)
 
 
@@ -150,9 +150,11 @@ class Handlers:
         low = self.settings.low_logprob
         r_plots = (self.plot_later(op, ("turns-plot",), lambda: wire(s.turns_plot, plots.turns_figure(r))),
                    self.plot_later(op, ("histogram",), lambda: wire(s.hist_plot, plots.histogram_figure(r, low=low))))
+        # The filters start clear with every open, as the list does (it lists every turn): a filter kept from
+        # the last rollout left a ticked box over an unfiltered list, or an empty list (issue 41, point 6).
         return [op.key, header, status_html, table_df, self.tool_filter(["(any)"] + tools),
-                *r_plots, task_html, problems_html, self.rows_update(op), self.picked_sample(op)
-                ] + self.turn_values(op, idx, focus, mode)
+                *r_plots, task_html, problems_html, self.rows_update(op), self.picked_sample(op),
+                False, False, ""] + self.turn_values(op, idx, focus, mode)
 
     # An update of a component's props makes Gradio build a new component for the session (~1.5 ms of
     # server CPU each, most of an open's own work: docs/SPEED.md, room). A room of visitors reopening
@@ -358,43 +360,3 @@ class Handlers:
         if not row:
             return self.skip_turn()
         return self.on_select_turn(k, row[0])
-
-    def on_step(self, k: str | None, index, step: int, trained: bool = False, low: bool = False,
-                tool: str | None = None) -> list:
-        """The next (step +1) or previous (-1) turn among those the turn list shows (its filters);
-        at either end the turn stays and a message says so."""
-        op = self.store.get(k)
-        if op is None:
-            return self.skip_turn()
-        filtered = bool(trained or low or tool not in (None, "", "(any)"))
-        if filtered:
-            need_work()  # the filtered turn table is made per press (a pass over every turn): not on the event loop
-        order = ([int(t) for t in self.on_filter(k, bool(trained), bool(low), tool)["turn"]] if filtered
-                 else [t.index for t in op.rollout.turns])
-        here = float(index) if isinstance(index, (int, float)) else None  # the number box sends a float
-        if here is None:  # nothing selected yet: the first (or last) listed turn
-            target = (order[0] if step > 0 else order[-1]) if order else None
-        else:
-            ahead = [t for t in order if (t > here if step > 0 else t < here)]
-            target = (ahead[0] if step > 0 else ahead[-1]) if ahead else None
-        if target is None:
-            which = "trained or filtered " if filtered else ""
-            gr.Info(f"Already at the {'last' if step > 0 else 'first'} {which}turn." if order
-                    else "No turn matches the filters.")
-            return self.skip_turn()
-        return self.turn_values(op, target)
-
-    @rescores.as_visitor
-    def on_prev(self, k: str | None, index, trained=False, low=False, tool: str | None = None, view=None) -> list:
-        return self.on_step(k, index, -1, trained, low, tool)
-
-    @rescores.as_visitor
-    def on_next(self, k: str | None, index, trained=False, low=False, tool: str | None = None, view=None) -> list:
-        return self.on_step(k, index, +1, trained, low, tool)
-
-    def on_filter(self, k: str | None, trained: bool, low: bool, tool: str):
-        op = self.store.get(k)
-        if op is None:
-            return gr.skip()
-        return turn_table(op.rollout, trained_only=trained, low_only=low, low=self.settings.low_logprob,
-                          tool=None if tool in (None, "", "(any)") else tool)
