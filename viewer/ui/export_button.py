@@ -5,7 +5,8 @@ The browser reads the selection and the mode from the token view (``data-selecte
 button that is on) into two hidden boxes; the server checks them as a visitor's values
 (:func:`viewer.talk.export.parse_tok`, the mode list) and builds the file with the CLI's code
 (:mod:`viewer.talk.export`, :func:`viewer.render.export.export_html`). The file goes to a folder of
-this session's (deleted when it ends, as uploads are: viewer/ui/downloads.py, viewer/sources/keep.py).
+this session's (deleted when it ends, as uploads are: viewer/ui/downloads.py, viewer/sources/keep.py),
+and the browser saves it: one click, one file, no box on screen (issue 41).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from ..talk import export as ex
 from . import rescores
 from .browse import Browse
 from .browse_handlers import shown_name
-from .downloads import download
+from .downloads import download, holder, save_after
 from .store import RolloutStore
 
 __all__ = ["build", "READ_VIEW_JS"]
@@ -75,11 +76,10 @@ def make_file(settings: Settings, store: RolloutStore, key: str | None, turn, se
 
 
 def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
-    """The button and its file, where the caller places them (under the token view)."""
-    with gr.Row():
+    """The button, where the caller places it (under the token view); its file is saved, never shown."""
+    with gr.Row(elem_id="export-html-row"):  # presenter mode hides the row (app.css)
         btn = gr.Button("Download as HTML", size="sm", elem_id="export-html-btn", min_width=140, scale=0)
-        out = gr.File(label="Offline HTML of this view (opens from file://, no network)", interactive=False,
-                      elem_id="export-html-file", height=60, scale=3)
+    out = holder("export-html-file")
     sel = gr.Textbox(visible=False, elem_id="export-sel")
     mode = gr.Textbox(visible=False, elem_id="export-mode")
 
@@ -87,5 +87,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse) -> None:
         with rescores.choosing(rescores.choice_now(view_v)):
             return make_file(settings, store, key, turn, sel_v, mode_v, request)
 
-    btn.click(None, None, [sel, mode], js=READ_VIEW_JS, api_name="export_read_view", api_visibility="private").then(
-        on_export, [b.key, b.turn, sel, mode, b.view], out, api_name="export_html", **b.fast)
+    made = btn.click(None, None, [sel, mode], js=READ_VIEW_JS, api_name="export_read_view",
+                     api_visibility="private").then(on_export, [b.key, b.turn, sel, mode, b.view], out,
+                                                    api_name="export_html", **b.fast)
+    save_after(made, out, "export_save")

@@ -14,6 +14,7 @@ from ..render.talk import notes_list_html, talk_payload, talk_template
 from ..talk.common import MAX_TEXT
 from .browse import Browse
 from .browse_handlers import STATUS
+from .downloads import holder, save_after
 from .staged import staged
 from .store import RolloutStore
 from .talk_handlers import TalkHandlers
@@ -66,9 +67,11 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
             with gr.Row(equal_height=True):
                 line = gr.HTML(h.deck_html("")[0], elem_id="deck-built")
                 new_btn = gr.Button("Start a new deck", size="sm", elem_id="deck-new", scale=0, min_width=140)
-            with gr.Row():
-                notes_out = gr.File(label=None, interactive=False, elem_id="notes-file", height=60)
-                deck_out = gr.File(label=None, interactive=False, elem_id="deck-file", height=60)
+                # the deck built so far, saved by a click (issue 41: a download is a button, no file box);
+                # each step added sets the file it saves
+                deck_out = gr.DownloadButton("Download deck.json", size="sm", elem_id="deck-file", scale=0,
+                                             min_width=160)
+    notes_out = holder("notes-file")  # Download notes.json saves it (viewer/ui/downloads.py)
     carrier = gr.HTML(talk_payload(None, []), html_template=talk_template(), js_on_load=TALK_JS, elem_id="talk",
                       apply_default_css=False)
 
@@ -81,7 +84,8 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     edit_btn.click(h.edit, [b.key, b.turn, pick, text, notes_state, deck], [notes_state] + view_out,
                    api_name="edit_note")
     del_btn.click(h.delete, [b.key, b.turn, pick, notes_state, deck], [notes_state] + view_out, api_name="delete_note")
-    dl_btn.click(h.download, [b.key, notes_state], notes_out, api_name="download_notes")
+    save_after(dl_btn.click(h.download, [b.key, notes_state], notes_out, api_name="download_notes"), notes_out,
+               "notes_save")
     up_btn.upload(h.upload, [b.key, b.turn, up_btn, notes_state, deck], [notes_state] + view_out,
                   api_name="upload_notes")
     deck_add.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(

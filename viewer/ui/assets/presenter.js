@@ -57,6 +57,42 @@ function fit() {
   const wide = window.innerWidth >= 900;
   document.body.classList.toggle('ri-wide', presenting() && wide);
   document.body.classList.toggle('ri-narrow', presenting() && !wide);
+  room();
+}
+
+// Room on screen (app.css reads both): the tokens' box ends at the window's bottom, wherever the token
+// view's bar ends (it wraps with the window's width); the deck / notes callout (talk.js) takes its own
+// height out of the right column above the details, so it never covers the tokens or the details.
+let calloutSeen = null;
+function room() {
+  const s = document.body.style;
+  if (!presenting()) { s.removeProperty('--ri-tv-top'); s.removeProperty('--ri-callout-h'); return; }
+  const b = document.querySelector('#' + VIEW + ' .ri-tv-body');
+  if (b) s.setProperty('--ri-tv-top', Math.round(b.getBoundingClientRect().top + window.scrollY) + 'px');
+  const c = document.querySelector('#talk .ri-callout');
+  if (c && calloutSeen !== c && window.ResizeObserver) { calloutSeen = c; new ResizeObserver(room).observe(c); }
+  s.setProperty('--ri-callout-h', (c && !c.hidden ? Math.ceil(c.getBoundingClientRect().height) + 8 : 0) + 'px');
+}
+
+// A turn opens on its output, as the Tokens tab does (token_view.js), but placed again once the large
+// type is laid out: the offset the view set under the normal type pointed into the system prompt. A
+// selection (a deck step's range, a ?tok= link) is centred instead. Sections off screen have estimated
+// heights (content-visibility) that change as they come into view: placed again until it holds.
+let placedFor = '';
+function toOutput(tries) {
+  const r = tv();
+  if (!presenting() || !r || !r.dataset.n) return;
+  // a new turn starts at the page's top (the view's own scrollIntoView of a selection scrolls the page
+  // too, which put the token view's bar under the presenter's)
+  if (placedFor !== r.dataset.turn + '|' + r.dataset.n) window.scrollTo(0, 0);
+  placedFor = r.dataset.turn + '|' + r.dataset.n;
+  const body = r.querySelector('.ri-tv-body');
+  const at = r.dataset.selected ? body.querySelector('.tk.sel') : body.querySelector('.ri-boundary');
+  if (!at) return;
+  const top = body.getBoundingClientRect().top, y = at.getBoundingClientRect().top - top;
+  const want = r.dataset.selected ? (body.clientHeight - at.offsetHeight) / 2 : 40;
+  if (Math.abs(y - want) > 2) body.scrollTop = Math.max(0, body.scrollTop + y - want);
+  if (tries > 0 && Math.abs(y - want) > 2) requestAnimationFrame(() => toOutput(tries - 1));
 }
 
 function enter(tell) {
@@ -69,12 +105,15 @@ function enter(tell) {
   const u = new URL(location.href);  // the address says so too (a reload or a shared link presents)
   if (u.searchParams.get('present') !== '1') { u.searchParams.set('present', '1'); history.replaceState(history.state, '', u.href); }
   show();
+  requestAnimationFrame(() => toOutput(20));
 }
 
 function leave() {
   trigger('blur');  // the server stops computing drift marks for every turn
   document.body.classList.remove('ri-present', 'ri-wide', 'ri-narrow');
   if (!wasDark) document.body.classList.remove('dark');
+  room();
+  placedFor = '';
   bar.hidden = true;
   const r = tv();
   if (r) r.classList.remove('show-drift');
@@ -124,7 +163,7 @@ if (!window.__riPresenterKeys) {
   window.__riPresenterKeys = true;
   // the token view's "Present" button
   window.addEventListener('ri-present', () => { if (!presenting()) enter(true); });
-  window.addEventListener('resize', fit);
+  window.addEventListener('resize', () => { fit(); requestAnimationFrame(() => toOutput(20)); });
   // Touch: a horizontal swipe (longer than 60 px, more sideways than up or down) changes the turn;
   // a vertical one scrolls as usual.
   let touch0 = null;
@@ -160,6 +199,8 @@ if (!window.__riPresenterKeys) {
     const on = document.querySelector('#' + VIEW + ' .ri-modes button.on');
     const want = wantMode && document.querySelector(`#${VIEW} .ri-modes button[data-mode="${wantMode}"]`);
     if (want && on !== want) want.click();
+    room();
+    if (r && r.dataset.n && placedFor !== r.dataset.turn + '|' + r.dataset.n) requestAnimationFrame(() => toOutput(20));
     show();
   }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['data-turn', 'data-selected']});
 }
