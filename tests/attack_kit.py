@@ -680,6 +680,21 @@ def _short(v, n: int = 60) -> str:
     return r if len(r) <= n else r[:n] + f"…({len(r)} chars)"
 
 
+def launch_in_process(settings) -> tuple[object, "Server"]:
+    """The app for ``settings`` launched in this process on a free loopback port, as app.py launches it:
+    (the demo, a :class:`Server` for the clients). The caller closes the demo."""
+    from conftest import free_port
+    from viewer.ui import create_app, launch_kwargs
+
+    demo = create_app(settings)
+    port = free_port()
+    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
+                            **launch_kwargs(settings))
+    url = url.rstrip("/")
+    config = httpx.get(url + "/config", timeout=30, trust_env=False).json()
+    return demo, Server(url, port, None, None, [], config)
+
+
 def linked_capture(dest: Path) -> Path:
     """A copy of the qwen3-tiny capture, its files hard-linked (same bytes, no disk): a scan folder's member."""
     import shutil

@@ -22,10 +22,9 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import httpx
 import pytest
 
-from attack_kit import Server, Visitor, nonce_capture
+from attack_kit import Visitor, launch_in_process, nonce_capture
 from viewer.config import SAMPLE_DIR, Settings
 
 pytestmark = pytest.mark.slow  # two attacks of several seconds each on a shared machine (> 20 CPU s)
@@ -66,9 +65,7 @@ def _bomb_capture(dest: Path, n: int) -> Path:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from conftest import free_port
     from viewer.budgets import env_name
-    from viewer.ui import create_app, launch_kwargs
 
     mp = pytest.MonkeyPatch()
     mp.setenv("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
@@ -83,13 +80,8 @@ def app(tmp_path_factory):
     for i in range(2):
         _bomb_capture(root / f"bomb{i}", i)
     settings = Settings(public=True, data_root=str(root), capture_out_root=str(tmp_path_factory.mktemp("caps")))
-    demo = create_app(settings)
-    port = free_port()
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                            **launch_kwargs(settings))
-    url = url.rstrip("/")
-    config = httpx.get(url + "/config", timeout=30, trust_env=False).json()
-    yield SimpleNamespace(demo=demo, root=root, settings=settings, server=Server(url, port, None, None, [], config))
+    demo, server = launch_in_process(settings)
+    yield SimpleNamespace(demo=demo, root=root, settings=settings, server=server)
     demo.close()
     mp.undo()
 

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 import httpx
 import pytest
 
-from attack_kit import Server, Visitor, linked_capture, stream_event
+from attack_kit import Visitor, launch_in_process, linked_capture, stream_event
 from tv_payload import expand
 from viewer.config import SAMPLE_DIR, Settings
 
@@ -38,8 +38,6 @@ SCANNED = 300  # captures in the scan folder: a whole scan of them (≈ 14 s her
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     from _row_fixtures import agentcap_rows, write_jsonl
-    from conftest import free_port
-    from viewer.ui import create_app, launch_kwargs
 
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
     root = tmp_path_factory.mktemp("sessions-root")
@@ -50,14 +48,8 @@ def app(tmp_path_factory):
     for i in range(10):
         write_jsonl(agentcap_rows(), root / f"rows{i}.jsonl")
     settings = Settings(public=True, data_root=str(root), capture_out_root=str(tmp_path_factory.mktemp("caps")))
-    demo = create_app(settings)
-    port = free_port()
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                            **launch_kwargs(settings))
-    url = url.rstrip("/")
-    config = httpx.get(url + "/config", timeout=30, trust_env=False).json()
-    yield SimpleNamespace(demo=demo, root=root, settings=settings,
-                          server=Server(url, port, None, None, [], config))
+    demo, server = launch_in_process(settings)
+    yield SimpleNamespace(demo=demo, root=root, settings=settings, server=server)
     demo.close()
 
 

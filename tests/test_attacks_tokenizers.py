@@ -22,10 +22,9 @@ import zipfile
 from pathlib import Path
 from types import SimpleNamespace
 
-import httpx
 import pytest
 
-from attack_kit import Server, Visitor
+from attack_kit import Visitor, launch_in_process
 from viewer.config import SAMPLE_DIR, Settings
 
 pytest.importorskip("transformers")
@@ -69,20 +68,13 @@ def _capture_zip(variant: int | None) -> bytes:
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
-    from conftest import free_port
-    from viewer.ui import create_app, launch_kwargs
 
     os.environ.setdefault("GRADIO_TEMP_DIR", str(tmp_path_factory.mktemp("gradio")))
     root = tmp_path_factory.mktemp("tok-root")
     settings = Settings(public=True, data_root=str(root), cache_mb=CACHE_MB,
                         capture_out_root=str(tmp_path_factory.mktemp("caps")))
-    demo = create_app(settings)
-    port = free_port()
-    _, url, _ = demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=port, quiet=True,
-                            **launch_kwargs(settings))
-    url = url.rstrip("/")
-    config = httpx.get(url + "/config", timeout=30, trust_env=False).json()
-    yield SimpleNamespace(demo=demo, server=Server(url, port, None, None, [], config))
+    demo, server = launch_in_process(settings)
+    yield SimpleNamespace(demo=demo, server=server)
     demo.close()
 
 

@@ -74,7 +74,7 @@ def backend_for(spec: CaptureSpec, server_log: Path, log: Callable[[str], None],
 
 def summary_of(spec: CaptureSpec, run: Attempt, *, status: str, error: str | None, failed_phase: str | None,
                records: list[dict[str, Any]], derived: dict[str, Any], recorder: Any) -> dict[str, Any]:
-    """summary.json's content: how the capture ended, what it ran with, what the proxy recorded
+    """The content of :data:`viewer.layout.SUMMARY`: how the capture ended, what it ran with, what the proxy recorded
     (``derived``: what :func:`viewer.capture.artefacts.write_trace_artefacts` made of the records)."""
     reward = run.reward or {}
     upstream_errors = [r for r in records if r.get("error") or r.get("upstream_status")]
