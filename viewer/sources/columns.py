@@ -11,6 +11,7 @@ an error message (None when clean) for the caller to wrap in a located Problem.
 """
 from __future__ import annotations
 
+import struct
 import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Generic, TypeVar
@@ -55,15 +56,30 @@ def _clean(value: list[Any], kind: Any) -> bool:
     return True
 
 
+def _from_bytes(raw: bytes, code: str) -> Packed:
+    out = Packed(code)
+    out.frombytes(raw)
+    return out
+
+
 def _clean_ids(value: list[Any]) -> Packed | None:
-    """``value`` packed when every entry is an int (not a bool) in [0, 2**31), else None."""
+    """``value`` packed when every entry is an int (not a bool) in [0, 2**31), else None. ``struct`` packs
+    the list in one C call (half of ``array``'s item-by-item time: NeMo Gym rollouts are two thirds ids)."""
     if not _clean(value, list[int]):
         return None
     try:
-        packed = Packed("i", value)
-    except OverflowError:  # an id of 2**31 or more (or under -2**31)
+        raw = struct.pack(f"{len(value)}i", *value)
+    except struct.error:  # an id of 2**31 or more (or under -2**31)
         return None
-    return packed if packed.tobytes()[_SIGN_BYTE::4].isascii() else None
+    return _from_bytes(raw, "i") if raw[_SIGN_BYTE::4].isascii() else None
+
+
+def _clean_floats(value: list[Any]) -> Packed | list:
+    """A clean logprob list as doubles, packed by ``struct`` in one call; ``pack_floats`` where it refuses."""
+    try:
+        return _from_bytes(struct.pack(f"{len(value)}d", *value), "d")
+    except (struct.error, OverflowError):  # (an int past the double range: pack_floats says so as before)
+        return pack_floats(value)
 
 
 def _show(x: Any) -> str:
@@ -101,7 +117,7 @@ def check_logprobs(value: Any) -> Checked[float | None]:
     if not isinstance(value, list):
         return Checked(None, f"expected a list of logprobs, got {type(value).__name__}")
     if not value or _clean(value, _CLEAN_LOGPROBS):
-        return Checked(pack_floats(value))
+        return Checked(_clean_floats(value))
     types = set(map(type, value))
     if types <= _NUM and all(_is_logprob(x) for x in value):  # (an int past the double range: as before)
         return Checked(pack_floats(value))

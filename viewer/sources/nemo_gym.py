@@ -41,7 +41,7 @@ from typing import Any
 
 from viewer.origin import TurnOrigin
 from viewer.rollout import Problem, Turn
-from viewer.sources.cleancols import ids_checked, logprobs_checked
+from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_float, as_json
 
@@ -189,7 +189,7 @@ def _exact_turn(k: int, at: int, msgs: list[dict], tools: list[dict], item: dict
                 ref: RowRef, problems: list[Problem]) -> Turn | None:
     """The engine's ids of one call, or None when its token item has none (then the app derives it)."""
     path = f".response.output[{step}]"
-    gen = ids_checked(item.get("generation_token_ids"))
+    gen = check_ids(item.get("generation_token_ids"))
     if gen.error:
         problems.append(Problem(ref.label, ref.where(f"{path}.generation_token_ids"), gen.error))
     if not gen.value:
@@ -197,13 +197,13 @@ def _exact_turn(k: int, at: int, msgs: list[dict], tools: list[dict], item: dict
     t = Turn(index=k, call=k + 1, kind="agent", role="main", trained=True, messages=list(msgs[:at]), tools=tools,
              response=msgs[at], output_ids=gen.value, output_source="engine", mask=[1] * len(gen.value),
              origin=_origin(at, step))
-    prompt = ids_checked(item.get("prompt_token_ids"))
+    prompt = check_ids(item.get("prompt_token_ids"))
     if prompt.error or not prompt.value:
         problems.append(Problem(ref.label, ref.where(f"{path}.prompt_token_ids"),
                                 prompt.error or "no prompt ids for these generated ids"))
     if prompt.value:
         t.prompt_ids, t.prompt_source = prompt.value, "engine"
-    lp = logprobs_checked(item.get("generation_log_probs"))
+    lp = check_logprobs(item.get("generation_log_probs"))
     if lp.value is not None and len(lp.value) == len(gen.value):
         t.logprobs = lp.value
         if lp.error:
