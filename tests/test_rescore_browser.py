@@ -29,7 +29,9 @@ def test_delta_mode_after_rescore_and_hover(page, app_url):
     page.locator("#rescore-run").click()
     page.wait_for_function("document.querySelector('#token-view button[data-mode=delta].on') !== null",
                            timeout=180000)
-    assert page.locator("#token-view button[data-mode]").all_text_contents() == ["mask", "logprob", "delta"]
+    # + a mode per correction method and "disagree" (issue 40: viewer/render/fixes.py, fix_view.js)
+    assert page.locator("#token-view button[data-mode]").all_text_contents() == ["mask", "logprob", "delta", "trl",
+                                                                                   "verl", "icepop", "dppo", "disagree"]
     legend = page.locator("#token-view .ri-legend").text_content()
     assert "Δ = trainer − sampler (tiny-qwen3)" in legend and "context changed" in legend
     page.wait_for_function("document.querySelectorAll(\"#token-view .tk[class*=' d']\").length > 100",

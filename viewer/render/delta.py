@@ -5,6 +5,7 @@ import math
 from typing import Any
 
 from .escape import esc, kv, notice_html
+from .fixes import turn_fixes
 from .importance import is_turn_marks
 
 __all__ = ["turn_delta", "rescore_summary_html", "rescore_turn_rows", "rescore_note_html", "RESCORE_COLUMNS"]
@@ -17,10 +18,11 @@ def _r(v: float | None, digits: int = 6) -> float | None:
     return None if v is None or not math.isfinite(v) else round(v, digits)
 
 
-def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any] | None:
+def turn_delta(result: Any, turn: int, prompt_len: int, n: int, fix_params: Any = None) -> dict[str, Any] | None:
     """What the token view needs to paint turn ``turn`` (``n`` positions, output from ``prompt_len``)
     in Δ mode: trainer logprob ``tr`` and Δ ``dl`` per position (null where the trainer trains no
-    token), and whether the trainer's context for this turn is the sampler's. None without a rescore."""
+    token), and whether the trainer's context for this turn is the sampler's. None without a rescore.
+    ``fix_params``: the correction methods' parameters per view mode (:func:`viewer.render.fixes.turn_fixes`)."""
     if result is None:
         return None
     td = result.turn(turn)
@@ -50,6 +52,9 @@ def turn_delta(result: Any, turn: int, prompt_len: int, n: int) -> dict[str, Any
         out["ex"] = ex
     if choice and marks:  # only with an IS choice: the payload without one stays as it was
         out["is"] = {"mode": choice[0], "min": choice[1], "max": choice[2], "r": isr, "m": ism, "seq": seq}
+    fix = turn_fixes(result, turn, prompt_len, n, fix_params)  # each correction method per token (render/fixes.py)
+    if fix:
+        out["fix"] = fix
     return out
 
 

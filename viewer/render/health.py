@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from .escape import esc, notice_html
+from .hit_tokens import hit_tokens_html
 
 __all__ = ["health_html", "health_empty_html"]
 
@@ -22,9 +23,15 @@ def _place(h: Mapping[str, Any]) -> tuple[str, str]:
     return turn, tok
 
 
+def _runs(h: Mapping[str, Any]) -> str:
+    """The hit's offending tokens, run by run, each linked (``token_runs``: viewer/ui/health_tab.py)."""
+    return hit_tokens_html(h.get("token_runs") or [], int(h.get("tokens_total") or 0), int(h.get("runs_total") or 0))
+
+
 def health_html(hits: Sequence[Mapping[str, Any]], rules_run: int, note: str = "") -> str:
     """``hits``: :meth:`viewer.lint.Hit.to_dict` values (``link``: the query string of the hit's place,
-    "" when the rollout cannot be linked); ``rules_run``: how many rules were checked."""
+    "" when the rollout cannot be linked; ``token_runs`` / ``runs_total``: its tokens run by run, listed with
+    :func:`viewer.render.hit_tokens.hit_tokens_html`); ``rules_run``: how many rules were checked."""
     counts = {lv: sum(1 for h in hits if h.get("level") == lv) for lv in _LEVEL_ORDER}
     head = (f"{len(hits)} hit(s) from {rules_run} rules: {counts['error']} error, {counts['warning']} warning, "
             f"{counts['info']} info. Rules and fixes: docs/LINT.md.")
@@ -42,7 +49,7 @@ def health_html(hits: Sequence[Mapping[str, Any]], rules_run: int, note: str = "
                  else esc(where))
         rows.append(f'<tr class="ri-{esc(h.get("level"))}"><td>{esc(h.get("level"))}</td>'
                     f'<td><code>{esc(h.get("rule"))}</code> {esc(h.get("name"))}</td>'
-                    f'<td>{esc(turn)}</td><td>{esc(tok)}</td><td>{place}<br>{esc(h.get("message"))}</td>'
+                    f'<td>{esc(turn)}</td><td>{esc(tok)}</td><td>{place}<br>{esc(h.get("message"))}{_runs(h)}</td>'
                     f'<td>{esc(h.get("why"))}</td><td>{esc(h.get("fix"))}</td></tr>')
     table = ('<table class="ri-problems ri-health"><thead><tr><th>level</th><th>rule</th><th>turn</th><th>token</th>'
              f'<th>where / what</th><th>why</th><th>fix</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')

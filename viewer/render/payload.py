@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from ..config import LOW_LOGPROB
 from .escape import safe_json
+from .fixes import FIX_MODES
 
 __all__ = ["Kind", "Tokens", "Logprobs", "TurnInfo", "ViewOptions", "TokenView", "MODES", "VERSION",
            "token_payload", "decode_payload", "encode_numbers", "decode_numbers", "round_logprob"]
@@ -196,7 +197,7 @@ def token_payload(tv: TokenView) -> str:
     ``dl``, and the turn's context verdict); a ``mode`` it cannot show opens as ``mask``.
     """
     toks, turn, lp, view, delta = tv.tokens, tv.turn, tv.logprobs, tv.view, tv.delta
-    modes = list(MODES) + (["delta"] if delta else [])
+    modes = list(MODES) + (["delta"] if delta else []) + (list(FIX_MODES) if delta and delta.get("fix") else [])
     n = len(toks.ids)
     if len(toks.texts) != n or len(toks.kinds) != n:
         raise ValueError(f"a token view needs a text and a kind per id: {n} ids, {len(toks.texts)} texts, "

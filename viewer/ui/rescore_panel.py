@@ -25,7 +25,7 @@ from ..drift import MODES, choose_spec
 from ..rescore import importance as IS
 from ..rescore import TORCH_HINT, rescore, torch_available
 from ..rescore.recorded import RECORDED_DEVICE
-from . import rescores
+from . import fixes_dataset, rescores
 from .browse import wire
 from .session import Run, run_of
 
@@ -85,6 +85,7 @@ def build(settings: Settings, store, browse) -> None:
     for comp in (w.is_mode, w.is_min, w.is_max):
         comp.change(h.on_is, ins, turn_outs, api_name=f"rescore_{comp.elem_id.replace('-', '_')}",
                     api_visibility="private", postprocess=False, show_progress="hidden")
+    fixes_dataset.build()  # the correction methods over a dataset's per-token parquet, below the panel
 
 
 @dataclass

@@ -11,8 +11,10 @@ from ..render.shell import token_view_template
 
 __all__ = ["token_view", "TOKEN_VIEW_JS", "TOKEN_VIEW_TEMPLATE"]
 
-# The payload's reader first (token_payload.js: the compact columns expanded), then the view.
-TOKEN_VIEW_JS = "\n".join((Path(__file__).parent / "assets" / f).read_text() for f in ("token_payload.js", "token_view.js"))
+# The payload's reader first (token_payload.js: the compact columns expanded), the correction modes
+# (fix_view.js: functions the view calls, defined before it runs), then the view.
+TOKEN_VIEW_JS = "\n".join((Path(__file__).parent / "assets" / f).read_text()
+                          for f in ("token_payload.js", "fix_view.js", "token_view.js"))
 TOKEN_VIEW_TEMPLATE = token_view_template()
 
 

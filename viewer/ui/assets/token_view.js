@@ -47,7 +47,12 @@ function dbucket(d) {
   while (b < DCUTS.length && d > DCUTS[b]) b++;
   return b;
 }
-function modeList() { return (D && D.modes) || ['mask', 'logprob']; }
+// fix_view.js (read first in the app) adds a colour mode per correction method; without it (an export) they are left out
+const FX = typeof fxInit === 'function';
+function modeList() {
+  const m = (D && D.modes) || ['mask', 'logprob'];
+  return FX ? m : m.filter(x => ['mask', 'logprob', 'delta'].includes(x));
+}
 function visible(s) {
   return s.replace(/ /g, '␣').replace(/\n/g, '↵').replace(/\t/g, '→').replace(/\r/g, '␍')
     .replace(/[\u0000-\u001f\u007f\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]/g,
@@ -89,6 +94,8 @@ function drawBar() {
       legend.append(el('span', 'tk isc', `clipped (${is.mode})`), el('span', 'tk isz', `zeroed (${is.mode})`));
       if (is.seq) legend.appendChild(el('span', 'ri-is-seq', `whole row ${is.seq[0]} by ${is.mode}: sequence ratio ${is.seq[1]}`));
     }
+  } else if (FX && fx && FIX_MODES.includes(mode)) {
+    fxLegend(legend);  // the method's states, its sliders and counts (fix_view.js)
   } else {
     legend.append(el('span', 'ri-lg-t', 'logprob'));
     CUT_LABELS.forEach((l, i) => legend.appendChild(el('span', 'tk b' + i, l)));
@@ -99,6 +106,9 @@ function drawBar() {
   info.textContent = `turn ${D.turn} · ${p.toLocaleString()} prompt + ${o.toLocaleString()} output tokens · ` +
     `${D.trained ? 'trained' : (D.kind === 'agent' ? 'NOT trained' : 'bookkeeping, filtered')} · ids: ${D.output_source}` +
     (p ? ` / prompt: ${D.prompt_source}` : '') + (D.exact ? '' : ' · no tokenizer: ids, with text only where the file records it');
+  info.title = root.dataset.glossIds || '';  // the terms explained on hover (viewer/render/glossary.py)
+  legend.title = root.dataset[mode === 'mask' ? 'glossMask' : mode === 'delta' ? 'glossDelta' : ''] || '';
+  if (mode === 'delta' && D.delta.is) legend.title += '\n' + (root.dataset.glossIs || '');
   frag.appendChild(info);
   if (D.note) frag.appendChild(el('span', 'ri-tv-note', D.note));
   if (D.prompt_len > D.tail) {
@@ -161,6 +171,7 @@ function tokenSpan(i, lpMode) {
   if (lpMode === 'logprob' && D.k[i] !== KIND.CONTEXT) cls += ' b' + bucket(D.lp[i]);
   if (lpMode === 'delta' && D.delta.dl[i] !== null) cls += ' d' + dbucket(D.delta.dl[i]) + (D.delta.ctx === 'changed' ? ' dx' : '');
   if (lpMode === 'delta' && D.delta.is && D.delta.is.m[i]) cls += ' is' + D.delta.is.m[i];
+  if (FX && fx) cls += fxClass(i, lpMode);
   if (oovSet.has(i)) cls += ' oov';
   if (markSet.has(i)) cls += ' dr';
   if (noteSet.has(i)) cls += ' nt';
@@ -317,6 +328,7 @@ function describe(i) {
                  D.delta.ctx === 'same' ? `context: the sampler's own ids${v}: numeric Δ` : `context: unknown (no engine prompt ids)${v}`);
     }
   }
+  if (FX) fxDescribe(i, lines);  // each correction method's verdict on it
   const top = D.top[String(i)];
   if (top) {
     lines.push('top alternatives:');
@@ -356,7 +368,12 @@ body.addEventListener('mouseover', e => {
   tip.hidden = false;
   const x = Math.min(e.clientX - r.left + 14, r.width - 320);
   tip.style.left = Math.max(0, x) + 'px';
-  tip.style.top = (e.clientY - r.top + 18) + 'px';
+  // Below the pointer, or above it when the window's bottom would cut the tip off (issue 41, point 7):
+  // its height is read once it holds the text (one layout per hover).
+  const h = tip.offsetHeight;
+  const up = e.clientY + 18 + h > window.innerHeight && e.clientY - 10 - h >= 0;
+  tip.style.top = (up ? e.clientY - r.top - 10 - h : e.clientY - r.top + 18) + 'px';
+  tip.dataset.side = up ? 'above' : 'below';
   root.dataset.hover = String(s._i);
 });
 body.addEventListener('mouseleave', () => { tip.hidden = true; });
@@ -423,6 +440,7 @@ function load() {
   if (!props.value) { D = null; bar.replaceChildren(); body.replaceChildren(el('span', 'ri-empty', 'No turn selected.')); return; }
   const was = mode;
   try { D = riExpandTokens(JSON.parse(props.value)); } catch (err) { body.textContent = 'Could not read token data: ' + err; return; }
+  if (FX) fxInit();
   // The colour mode stays what the user picked while turns change (a turn's payload carries the
   // default, mask); a payload asking for another (a ?mode= link, a finished rescore's delta) sets it.
   mode = D.mode !== 'mask' || !modeList().includes(was) ? D.mode : was;
