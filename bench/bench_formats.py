@@ -29,7 +29,9 @@ and peak RSS <= 0.3x the file.
    format's ``read`` (exact-id formats build their Turns there; text-only rows stop at their messages),
    ``--repeat`` alternating runs; **rollout** (not a target, ``--rollout-repeat`` runs): every
    ``.rollout(i)`` whole, derive included (text-only rows are tokenised through the chat template,
-   as the app does).
+   as the app does); **open (first screen)** (``--open-repeat`` alternating runs): what showing the file
+   costs, ``open_dataset`` (the row index: every line found, Atropos' rollouts counted), the row table's
+   first page and the first rollout's Conversation, the rest read when it is shown.
 """
 from __future__ import annotations
 
@@ -204,6 +206,10 @@ from viewer.sources import load_source, open_dataset
 import fsspec.implementations.local, viewer.sources.hub, viewer.sources.registry  # noqa: F401,E401
 if mode not in ("capture", "bare"):  # the fast row readers' numpy (viewer/sources/lazynumpy.py): an import too
     import numpy  # noqa: F401
+# once per process, not reading either (~0.012 s): the format plug-ins' entry_points discovery (cached by the
+# registry) and the capture module, which open_dataset imports to rule a capture record out
+import viewer.sources.capture, viewer.row_browser  # noqa: F401,E401,E402
+viewer.sources.registry.all_formats()
 settings = Settings(max_file_mb=4096)
 base = hwm_mb()
 t0, c0 = time.perf_counter(), time.process_time()
@@ -236,6 +242,14 @@ elif mode == "read":  # the reader alone: every row read and turned into its Con
         else:
             turns += len(conv.messages)  # text only: messages (the turns come from tokenising)
     out = [n, src.format.name, turns, tokens]
+elif mode == "open":  # what the app does to show a file: the first screen, no tokenising
+    from viewer.row_browser import browse_page
+    from viewer.sources.formats import RowRef
+    src = open_dataset(path, settings)
+    page = browse_page(src, 0)  # the row table's first page (the row count, 20 rows' summaries)
+    row = src.default_row()
+    conv = src.format.read(src.dataset.read_row(row), RowRef(src.label, row))  # the rollout shown first
+    out = [len(src.dataset), src.format.name, len(page.rows), len(conv.exact_turns or conv.messages)]
 elif mode == "rows":
     src = open_dataset(path, settings)
     n = len(src.dataset)
@@ -322,7 +336,7 @@ def _label(src: Path) -> str:
         return f"{src.parent.name}/{src.name}"
 
 
-def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int = 1) -> None:
+def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int = 1, open_repeat: int = 0) -> None:
     label = _label(src)
     dest = tmp / "rows" / src.name
     t0 = time.perf_counter()
@@ -332,6 +346,8 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
     print(f"\n[{label}] replicated as {how}: {rows:,} rows, {size:.1f} MB "
           f"(written in {time.perf_counter() - t0:.1f} s)")
     compare(f"{label} read", dest, size, "read", repeat)
+    if open_repeat:  # what showing the file costs: the same comparison, for the first screen
+        compare(f"{label} open (first screen)", dest, size, "open", open_repeat)
     rollout_line(label, dest, size, rollout_repeat)
     dest.unlink()
 
@@ -360,6 +376,9 @@ def main() -> None:
                     help="a row-format file (JSONL or a JSON array) to replicate and bench; repeatable")
     ap.add_argument("--rollout-repeat", type=int, default=1,
                     help="runs of the whole rollout(i) line per --format-file (default 1; 0 skips it)")
+    ap.add_argument("--open-repeat", type=int, default=0,
+                    help="alternating runs of the open line (open_dataset, the row table's first page, the first "
+                         "rollout's Conversation) per --format-file (default 0: skipped)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         if not args.skip_openenv and not bench_openenv(Path(d), args.mb, args.calls, args.form.split(","),
@@ -367,7 +386,7 @@ def main() -> None:
             raise SystemExit("the reader's columns differ from json's")
         for src in args.format_file:
             try:
-                bench_file(Path(d), src, args.mb, args.repeat, args.rollout_repeat)
+                bench_file(Path(d), src, args.mb, args.repeat, args.rollout_repeat, args.open_repeat)
             except SystemExit as e:  # one file the reader refuses (or that is not rows) does not stop the others
                 print(f"[{_label(src)}] not measured: {e}")
 
