@@ -5,10 +5,12 @@ problem starts (the first token), so a link opens the token view there.
 from __future__ import annotations
 
 import math
+from array import array
 from dataclasses import replace
 from typing import Any, Iterator
 
 from viewer.rollout import Rollout, Turn
+from viewer.sources.lazynumpy import np
 from viewer.turns import SUMMARISER_PREFIX, TITLE_PREFIX, system_prompt
 
 from .rules import Hit
@@ -126,10 +128,20 @@ def _values(ro: Rollout, skip: set[int]) -> Iterator[Hit]:
             yield _out(t, "RI013", 0, f"turn {t.index}: {text}")
 
 
+def _in_range(ids: Any, vocab: int) -> bool:
+    """Every id in ``[0, vocab)``. Packed ids (machine arrays) are checked by numpy over their buffer:
+    ``min`` / ``max`` over an array build an int object per id, and every turn's prompt repeats the
+    conversation so far, so this check was a third of linting a capture (the search index lints each one)."""
+    if isinstance(ids, array) and ids.typecode in "ilq":
+        a = np.frombuffer(ids, dtype=f"i{ids.itemsize}")
+        return bool(a.min() >= 0 and a.max() < vocab)
+    return min(ids) >= 0 and max(ids) < vocab
+
+
 def ids_out_of_vocab(ro: Rollout, vocab: int) -> Iterator[Hit]:
     for t in ro.turns:
         for part, ids in (("prompt", t.prompt_ids), ("output", t.output_ids)):
-            if not len(ids) or (min(ids) >= 0 and max(ids) < vocab):  # C-speed scan first: most turns pass
+            if not len(ids) or _in_range(ids, vocab):  # C-speed scan first: most turns pass
                 continue
             bad = [j for j, i in enumerate(ids) if i < 0 or i >= vocab]
             j = bad[0]
