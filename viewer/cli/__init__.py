@@ -14,7 +14,7 @@ import os
 
 from viewer.config import Settings
 
-from . import capture, certify, compare, drift, export, lint, rescore, summary, view
+from . import capture, certify, compare, drift, export, lint, rescore, search, summary, view
 from .common import run
 
 __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
@@ -23,7 +23,7 @@ __all__ = ["main", "main_entry", "build_parser", "SUBCOMMANDS"]
 # every CLI call (set before anything imports transformers).
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 
-SUBCOMMANDS = (summary, drift, compare, capture, rescore, certify, lint, export, view)
+SUBCOMMANDS = (summary, drift, compare, capture, rescore, certify, lint, export, view, search)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -208,7 +208,8 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
                 chunk_rollouts: int = 32, on_rollout: Callable[[Rollout], None] | None = None,
                 trainer: str | None = None, train_turns: str | None = None,
                 fork_threshold: int | None = None, sweep: tuple[float, ...] | None = None,
-                whatifs: bool = False, workers: int | None = None) -> ScanResult:
+                whatifs: bool = False, workers: int | None = None,
+                specs: list[str] | None = None) -> ScanResult:
     """Scan SOURCE (a path / spec, or rollouts already in memory) with :func:`viewer.drift.scan`.
 
     Tokenizer: ``tok`` when given; else the ``tokenizer`` override (it must load, or
@@ -224,6 +225,8 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
     ``trainer`` block says which ran, with TRL's tally summed over rollouts. ``sweep`` /
     ``whatifs``: the ``gradient`` block's fork-threshold sweep and what-ifs (:mod:`viewer.drift.costs`).
     ``workers``: processes for the chunks (None: ``settings.scan_workers``, 0 = one per core).
+    ``specs``: scan these rollout specs (some of what :func:`discover` found under SOURCE: the search index
+    re-scans only the changed ones, :mod:`viewer.search.index`) instead of all of them.
     """
     from viewer import drift
     from viewer.drift.results import empty_totals, new_trainer_block
@@ -250,7 +253,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
         errors: list[dict[str, str]] = []
         label = ", ".join(r.source for r in rollouts[:3]) + (" …" if len(rollouts) > 3 else "")
     else:
-        rollouts = iter_rollouts(source, settings, limit)
+        rollouts = iter_rollouts(source, settings, limit) if specs is None else _Rollouts(list(specs), settings, limit)
         first = rollouts.peek()
         errors = rollouts.errors
         label = str(source)
