@@ -2,21 +2,27 @@
 
 Exit 0 when the capture ended ok, 1 (findings) when it failed / timed out / was cancelled (the
 artefacts are still written, the status is in the capture's summary file). Progress lines go to
-stderr; ``--json`` prints that summary as one JSON document on stdout (docs/CLI.md).
+stderr, with one line per model call as the proxy records it (turn, tokens, mean logprob, tool: read
+from the proxy's record file as it grows, :class:`TurnPrinter`); ``--json`` prints JSON Lines on stdout:
+one object per call as it is recorded, then that summary as the last line (docs/CLI.md).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import threading
+from pathlib import Path
+from typing import Any
 
 from viewer.capture.fields import BACKENDS
 from viewer.config import Settings
-from viewer.layout import SUMMARY, TOKENIZER_DIR
+from viewer.layout import PROXY_TRACE, SUMMARY, TOKENIZER_DIR
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_setting_option, print_json
 
-__all__ = ["add_parser", "spec_from_args"]
+__all__ = ["add_parser", "spec_from_args", "TurnPrinter", "turn_line"]
 
 
 def add_parser(sub) -> None:
@@ -66,7 +72,8 @@ def add_parser(sub) -> None:
     add_setting_option(p, "--flavor", "capture_hf_flavor", default=None)
     add_setting_option(p, "--results-repo", "capture_results_repo", default=None)
     add_setting_option(p, "--no-auto-setup", "capture_auto_setup", "Turns this off: ", action="store_true")
-    p.add_argument("--json", action="store_true", help=f"print the capture's {SUMMARY} on stdout (schema: docs/CLI.md)")
+    p.add_argument("--json", action="store_true", help=f"JSON Lines on stdout: one object per call as it is recorded, "
+                                                      f"then the capture's {SUMMARY} (schema: docs/CLI.md)")
     p.set_defaults(func=_cmd_capture)
 
 
@@ -124,15 +131,74 @@ def _cmd_capture(a: argparse.Namespace, settings: Settings) -> int:
     signal.signal(signal.SIGTERM, _term)
     if spec.backend == "hf-jobs":
         signal.signal(signal.SIGINT, _term)
+    printer = TurnPrinter(Path(a.out) / PROXY_TRACE, as_json=a.json) if spec.backend != "hf-jobs" else None
     try:
         summary = run_capture(spec, on_event=lambda ev: print(f"[{ev['t']:7.1f}s {ev['phase']}] {ev['message']}",
                                                               file=sys.stderr, flush=True), cancel=cancel)
     finally:
+        if printer is not None:
+            printer.stop()
         for s, h in before.items():
             signal.signal(s, h)
     if a.json:
-        print_json(summary, indent=2)
+        print_json(summary)  # the last JSON line
     else:
         print(f"status: {summary.get('status')}  reward: {summary.get('reward')}  calls: {summary.get('calls')}  "
               f"out: {a.out}", file=sys.stderr)
     return OK if summary.get("status") == "ok" else FINDINGS
+
+
+def turn_line(rec: Any) -> dict[str, Any] | None:
+    """One recorded call as the per-turn line says it: ``turn``, ``kind``, ``tokens``, ``mean_logprob``
+    (over the sampled tokens; null without logprobs), ``tool`` (the first tool called, else null),
+    ``finish_reason`` and ``error``. None for what is not a record."""
+    if not isinstance(rec, dict):
+        return None
+    lps = [x for x in (rec.get("per_token_logps") or []) if isinstance(x, (int, float))]
+    choices = (rec.get("response") or {}).get("choices") if isinstance(rec.get("response"), dict) else None
+    msg = choices[0].get("message") if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
+    calls = (msg or {}).get("tool_calls") if isinstance(msg, dict) else None
+    fn = calls[0].get("function") if isinstance(calls, list) and calls and isinstance(calls[0], dict) else None
+    tool = fn.get("name") if isinstance(fn, dict) else None
+    return {"turn": rec.get("turn"), "kind": rec.get("kind"), "tokens": len(rec.get("completion_token_ids") or []),
+            "mean_logprob": round(sum(lps) / len(lps), 4) if lps else None, "tool": tool,
+            "finish_reason": rec.get("finish_reason"), "error": rec.get("error")}
+
+
+class TurnPrinter:
+    """Prints each call the proxy appends to ``path`` (its JSONL record file), read from where the last read
+    stopped (:class:`viewer.sources.tail.Tail`): a text line on stderr, or a JSON line on stdout (``as_json``).
+    A thread of this command polls every ``period`` seconds; :meth:`stop` prints what is left and ends it."""
+
+    def __init__(self, path: Path, as_json: bool = False, period: float = 0.25):
+        from viewer.sources.tail import Tail
+
+        self.tail, self.as_json, self.period = Tail(path), as_json, period
+        self.printed = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="capture-turns", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.drain()
+
+    def drain(self) -> None:
+        recs, _ = self.tail.read()
+        for rec in recs:
+            line = turn_line(rec)
+            if line is None:
+                continue
+            self.printed += 1
+            if self.as_json:
+                print(json.dumps({"event": "turn", **line}, ensure_ascii=False), flush=True)
+            else:
+                lp = "-" if line["mean_logprob"] is None else f"{line['mean_logprob']:.3f}"
+                said = f"turn {line['turn']} ({line['kind']}): {line['tokens']} tokens, mean logprob {lp}, " \
+                       f"tool {line['tool'] or '-'}" + (f", error: {line['error']}" if line["error"] else "")
+                print(said, file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.drain()  # what was recorded since the last poll

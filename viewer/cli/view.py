@@ -100,6 +100,8 @@ def _announce(settings: Settings, url: str, as_json: bool) -> None:
         print(f"Rollout Inspector: {url}  (Ctrl-C stops it)", f"  opened on start: {source}",
               f"  data root (typed paths, links and scans stay inside it): {settings.data_root}",
               f"  captures are written to: {settings.capture_out_root}", sep="\n")
+        if settings.mcp:  # Gradio's MCP server (viewer/ui/agent_api.py): streamable HTTP, or …/sse
+            print(f"  MCP tools for agents: {url.rstrip('/')}/gradio_api/mcp/")
         if source.startswith("sample:") and (SAMPLE_DIR / DECK).is_file():
             # the bundled example deck (docs/TALK.md): presenter mode, five steps, → / ← to walk them
             from viewer.visitor import SAMPLE_DECK
@@ -119,6 +121,19 @@ def _cmd_view(args: argparse.Namespace, settings: Settings) -> int:
         # (Settings.from_env()) sees the same data root
         os.environ[_env("data_root")], os.environ[_env("sample")] = str(root), str(sample)
         settings = Settings.from_env()
+    if args.mcp:  # the agent endpoints as MCP tools (viewer/ui/agent_api.py), as VIEWER_MCP=1 does
+        os.environ[_env("mcp")] = "1"
+        settings = Settings.from_env()
+    if args.follow:  # the page follows what opens on start (viewer/live.py), as ?source=…&follow=1 does
+        if args.source is None:
+            raise CliError("--follow needs SOURCE_OR_FOLDER: the capture folder, trace or turns file to follow")
+        from viewer.live import follow_start
+        from viewer.sources.follow import followable
+
+        why = followable(Path(settings.sample), settings)
+        if why:
+            raise CliError(f"--follow: {why}")
+        follow_start()
     return serve(settings, host=args.host, port=args.port, open_browser=args.open, as_json=args.json)
 
 
@@ -137,4 +152,10 @@ def add_parser(sub: Any) -> None:
     s.add_argument("--port", type=int, default=None, help="port (default: GRADIO_SERVER_PORT, else the first free "
                                                            "port from 7860)")
     s.add_argument("--open", action="store_true", help="open the URL in a browser tab")
+    s.add_argument("--follow", action="store_true", help="keep reading SOURCE as it grows (a capture being recorded, "
+                                                          "a trace.json or JSONL being written): new records appear "
+                                                          "in the open page within a few seconds")
+    s.add_argument("--mcp", action="store_true", help="also serve the token-evidence endpoints (search_dataset, "
+                                                       "rollout_summary, turn_tokens, rollout_drift, rollout_lint) as "
+                                                       "MCP tools at URL/gradio_api/mcp/ (VIEWER_MCP=1)")
     s.set_defaults(func=_cmd_view)

@@ -2,7 +2,11 @@
 
 A start handler launches the job in :data:`viewer.capture.runner.RUNNER` (one capture per
 app) and activates a ``gr.Timer`` that polls its snapshot; ``?job=<id>`` re-attaches after
-a reload (docs/GRADIO.md §4). On success the capture folder opens in the viewer.
+a reload (docs/GRADIO.md §4). While it runs, each tick also asks the shared follower of the capture
+folder (viewer/live.py, :func:`viewer.ui.live_view.live_values`): every call the proxy has recorded is
+in the turn list with its ids, logprobs and mask, the newest shown unless the visitor picked another,
+and the call in flight is said to be generating. When it ends, the finished folder is opened as any
+folder is (what is shown is what opening it shows).
 """
 from __future__ import annotations
 
@@ -16,8 +20,10 @@ from ..capture.policy import check_start, is_public
 from ..capture.runner import RUNNER, CaptureBusy
 from ..capture.spec import CaptureSpec, new_capture_dir
 from ..config import Settings
-from ..layout import TRACE
+from ..layout import PROXY_TRACE, TRACE
+from ..live import LIVE
 from ..visitor import VisitorError, deep_link, job_id as valid_job_id
+from .live_view import live_values
 from .signin import space_sign_in
 
 __all__ = ["build", "progress_html", "form_spec"]
@@ -55,6 +61,7 @@ def build(settings: Settings, store, browse, demo=None) -> None:
     """Create this screen's components inside the current gr.Tab and wire its events (``demo``: the app,
     whose page load re-attaches ``?job=<id>``)."""
     job_state = gr.State(None)
+    live_state = gr.State(None)  # the running capture's follow: the version and turn shown
     public = is_public(settings)
     # Sign-in works on a Space (gradio's OAuth routes); elsewhere a LoginButton would need this
     # machine's own HF login, so a public app off a Space simply allows no capture.
@@ -153,22 +160,43 @@ def build(settings: Settings, store, browse, demo=None) -> None:
             return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
                                  pieces_v, rescore_v, request)
 
-    def on_tick(job_id):
+    def on_tick(job_id, live, turn):
         snap = RUNNER.snapshot(job_id)
         skip = [gr.skip()] * len(browse.outputs)
         if snap is None:
-            return [progress_html(None, None), gr.Timer(active=False)] + skip
-        if RUNNER.running(job_id):
-            return [progress_html(snap, job_id), gr.Timer(active=True)] + skip
-        html = progress_html(snap, job_id)
+            return [progress_html(None, None), gr.Timer(active=False), gr.skip(), gr.skip()] + skip
         out = Path(snap["out"])
+        if RUNNER.running(job_id):
+            live, values, tabs = live_capture(out, live, turn, snap.get("phase"))
+            return [progress_html(snap, job_id), gr.Timer(active=True), live, tabs] + values
+        html = progress_html(snap, job_id)
+        LIVE.forget(out)  # followed no longer: the finished folder opens as any folder does
         if snap.get("status") == "ok" and (out / TRACE).exists():
             try:
                 op = store.open(out)
-                return [html, gr.Timer(active=False)] + list(browse.show_fn(op, None, f"Opened capture {out.name}"))
+                return [html, gr.Timer(active=False), None, gr.skip()] + \
+                    list(browse.show_fn(op, None, f"Opened capture {out.name}"))
             except Exception as e:  # the capture is on disk; say why it did not open
                 html += render.notice_html(f"capture finished but could not be opened: {e}", "error")
-        return [html, gr.Timer(active=False)] + skip
+        return [html, gr.Timer(active=False), None, gr.skip()] + skip
+
+    def live_capture(out: Path, live, turn, phase):
+        """The calls recorded so far (the proxy's record file, read from where the last tick stopped)."""
+        if not (out / PROXY_TRACE).is_file():
+            return live, [gr.skip()] * len(browse.outputs), gr.skip()
+        before = (live or {}).get("version") if (live or {}).get("path") == str(out) else None
+        live, values = live_values(settings, store, browse, out, live, turn,
+                                   lambda ro, polled: _capture_note(ro, phase), min_turns=1)
+        new = live.get("version") is not None and live.get("version") != before
+        # the first calls recorded switch to the Tokens tab; after that the visitor's tab is theirs
+        return live, values, (gr.Tabs(selected="tokens") if new and before is None else gr.skip())
+
+    def _capture_note(ro, phase) -> str:
+        n = len(ro.turns)
+        said = f"Live capture: {n} call{'s' if n != 1 else ''} recorded; "
+        if phase == "agent":  # the agent is working: its next call is with the model
+            return said + f"call {n + 1} generating… (the view follows the newest call unless you pick another)"
+        return said + f"the agent is done ({phase} phase); the finished capture opens when it ends"
 
     def cancel_capture(job_id, owner: str):
         if RUNNER.get(job_id) is None:
@@ -206,7 +234,8 @@ def build(settings: Settings, store, browse, demo=None) -> None:
               results_repo, pieces, rescore]
     start.click(on_start, inputs, [job_state, progress, timer], concurrency_limit=1, concurrency_id="capture-start",
                 api_visibility="private")
-    timer.tick(on_tick, [job_state], [progress, timer] + list(browse.outputs), api_visibility="private",
+    timer.tick(on_tick, [job_state, live_state, browse.turn], [progress, timer, live_state, browse.tabs]
+               + list(browse.outputs), api_visibility="private",
                show_progress="hidden", postprocess=False)  # browse.show_fn's values come serialised
     cancel.click(on_cancel, [job_state], [progress], api_visibility="private")
     if demo is not None:
