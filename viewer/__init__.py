@@ -45,6 +45,9 @@ Lint
 Certify
     ``certify`` (a chat template's report card over ``battery()``'s ``Case`` values and
     ``cases_from_source``'s).
+Search
+    ``build_index`` (a dataset's Parquet index, built by the drift scan), ``search_rollouts`` (hits worst
+    first, facets: ``viewer.search.SearchResult``), ``QueryError`` (a query), ``SearchError`` (a source).
 Export
     ``export_rollout``, ``export_deck`` (one HTML file's text that opens offline).
 The app's token views
@@ -68,12 +71,14 @@ _API = (
     ("viewer.drift.certify", "certify"),
     ("viewer.drift.certify_cases", "battery Case"),
     ("viewer.drift.certify_input", "cases_from_source"),
+    ("viewer.search", "build_index search_rollouts QueryError SearchError"),
     ("viewer.talk.export", "export_rollout export_deck"),
     ("viewer.render.payload", "decode_payload"),
 )
 # Public names spelled otherwise in their module: ``viewer.rescore`` is the subpackage (``import
-# viewer.rescore`` binds it here), so its ``rescore`` function is ``rescore_rollout``, beside ``rescore_dataset``.
-_SPELLED = {"rescore_rollout": "rescore"}
+# viewer.rescore`` binds it here), so its ``rescore`` function is ``rescore_rollout``, beside ``rescore_dataset``; ``viewer.search``'s ``search`` is
+# ``search_rollouts``.
+_SPELLED = {"rescore_rollout": "rescore", "search_rollouts": "search"}
 
 _WHERE = {name: module for module, names in _API for name in names.split()}
 __all__ = list(_WHERE)
