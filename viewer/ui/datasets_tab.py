@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
 
 import gradio as gr
 import pandas as pd
@@ -18,6 +20,8 @@ import pandas as pd
 from .. import render
 from . import rescores, signin
 from ..budgets import BudgetExceeded
+from ..capture_set import CAPTURE_SET_COLUMNS, CAPTURE_SET_SORTS, CaptureSet, capture_set_page, is_capture_set, \
+    open_capture_set
 from ..config import Settings
 from ..row_browser import ROW_COLUMNS, SORT_KEYS, Filters, browse_page
 from ..sources import DatasetSource, SourceError, open_dataset
@@ -37,14 +41,14 @@ class SessionDataset:
 
     __slots__ = ("k", "src")
 
-    def __init__(self, k: str, src: DatasetSource):
+    def __init__(self, k: str, src: DatasetSource | CaptureSet):
         self.k, self.src = k, src
 
     def __deepcopy__(self, memo: dict) -> "SessionDataset":
         return self  # held, not copied: an opened dataset is not duplicated per event
 
 
-def _get(held) -> DatasetSource | None:
+def _get(held) -> DatasetSource | CaptureSet | None:
     return held.src if isinstance(held, SessionDataset) else None
 
 
@@ -59,8 +63,9 @@ def _num(v) -> float | None:
         return None
 
 
-def build(settings: Settings, store, browse) -> None:
-    """Create this screen's components inside the current gr.Tab and wire its events."""
+def build(settings: Settings, store, browse) -> SimpleNamespace:
+    """Create this screen's components inside the current gr.Tab and wire its events; the widgets and handlers,
+    for the screens that work on the opened dataset (Groups)."""
     w = _layout(settings)
     h = DatasetHandlers(settings, store, browse)
     opening = [w.source, w.fmt, w.split, w.config] + w.filters
@@ -77,6 +82,7 @@ def build(settings: Settings, store, browse) -> None:
     view_outputs = list(browse.outputs) + [browse.tabs, w.status]
     w.row_btn.click(h.open_row, [w.key, w.row_no, browse.view], view_outputs, api_name="ds_open_row", **browse.shows)
     w.table.select(h.on_table_select, [w.key, browse.view], view_outputs, api_visibility="private", **browse.shows)
+    return SimpleNamespace(widgets=w, handlers=h)
 
 
 @dataclass
@@ -134,7 +140,9 @@ def _layout(settings: Settings) -> Widgets:
         # would silently filter out every row whose reward is not 0.
         f_rmin = gr.Textbox(label="reward ≥", placeholder="any", elem_id="ds-f-rmin", min_width=70)
         f_rmax = gr.Textbox(label="reward ≤", placeholder="any", elem_id="ds-f-rmax", min_width=70)
-        sort = gr.Dropdown(list(SORT_KEYS), value="row", label="sort by", elem_id="ds-sort", min_width=90)
+        # the last keys sort a folder of captures (its drift columns); a row dataset sorts those by row
+        sort = gr.Dropdown(list(SORT_KEYS) + list(CAPTURE_SET_SORTS), value="row", label="sort by", elem_id="ds-sort",
+                           min_width=90)
         desc = gr.Checkbox(label="descending", value=False, elem_id="ds-desc", min_width=90)
     with gr.Row(equal_height=True):
         prev_btn = gr.Button("◀ prev page", size="sm", elem_id="ds-prev", min_width=80)
@@ -176,6 +184,8 @@ class DatasetHandlers:
     def _opened(self, spec: str, fmt_name, split_name, config_name, token, progress) -> SessionDataset:
         """``spec`` opened as the visitor (``token``: their sign-in for hf://, else anonymous)."""
         fmt_arg = None if fmt_name in (None, "", "auto") else fmt_name
+        if fmt_arg in (None, "capture") and not spec.startswith("hf://") and is_capture_set(Path(spec)):
+            return self._opened_set(spec, progress)
         src = open_dataset(spec, self.settings, split=(split_name or "").strip() or None,
                            config=(config_name or "").strip() or None, format=fmt_arg,
                            progress=lambda m: progress(None, desc=m), hub_token=token)
@@ -183,6 +193,16 @@ class DatasetHandlers:
         who = reader_tag(read_token(self.settings, token)) if spec.startswith("hf://") else ""
         return SessionDataset(hashlib.sha1(f"{spec}|{fmt_arg}|{split_name}|{config_name}|{who}".encode()).hexdigest()[:16],
                               src)
+
+    def _opened_set(self, spec: str, progress) -> SessionDataset:
+        """A folder of capture folders: each read and drift-scanned once (issue 38), one row per rollout."""
+        def prog(done: int, total: int | None) -> None:
+            progress((done, total) if total else 0.0, desc="reading and scanning captures", unit="rollouts")
+
+        # a public app scans at most its rows budget of captures, as its drift scan does
+        cs = open_capture_set(Path(spec), self.settings, progress=prog,
+                              limit=self.settings.limits().rows_scanned or None)
+        return SessionDataset(hashlib.sha1(f"set|{spec}".encode()).hexdigest()[:16], cs)
 
     def on_page(self, k, page_no, agent, model, task, rmin, rmax, sort_by, descending, step: int = 0,
                 progress=gr.Progress()) -> list:
@@ -208,6 +228,9 @@ class DatasetHandlers:
                     progress=None) -> list:
         """The values of ``Widgets.page_outputs`` for page ``page_no`` (1-based) of ``k``'s dataset."""
         src = k.src
+        if isinstance(src, CaptureSet):
+            filters = Filters(agent or "", model or "", task or "", _num(rmin), _num(rmax))
+            return self._set_page(k, src, page_no, filters, sort_by, descending)
         if src.is_capture:  # a capture folder: one rollout, one row
             return [k, render.dataset_status_html(shown_path(src.label, self.settings), "capture", total=1, page=0,
                                                   pages=1, note=shown_text(src.note, self.settings)),
@@ -230,6 +253,24 @@ class DatasetHandlers:
                                               bytes_read=src.dataset.bytes_read),
                 _table(pg.rows), pg.page + 1]
 
+    def _set_page(self, k: SessionDataset, cs: CaptureSet, page_no, filters: Filters, sort_by, descending) -> list:
+        for folder, key in cs.keys.items():  # opened here and rescored since: its latest mean |Δ|
+            res = rescores.get(key)
+            if res is not None:
+                cs.deltas[folder] = res.totals()["mean_abs_delta"]
+        rows, total, pages = capture_set_page(cs, max(0, int(page_no or 1) - 1), PAGE_SIZE, sort=sort_by or "row",
+                                              descending=bool(descending), filters=filters)
+        notes = [f"{len(cs.rows)} rollouts, drift checked with {cs.tokenizer or 'no tokenizer'}"]
+        if cs.errors:
+            notes.append(f"{len(cs.errors)} unreadable: " + "; ".join(f"{shown_path(e['source'], self.settings)}: "
+                                                                      f"{e['error']}" for e in cs.errors[:3]))
+        if filters.fields:
+            notes.append(f"{total} rollout(s) match the filters")
+        page = min(max(0, int(page_no or 1) - 1), pages - 1)
+        return [k, render.dataset_status_html(shown_path(cs.label, self.settings), "folder of captures", total=total,
+                                              page=page, pages=pages, note=shown_text("; ".join(notes), self.settings)),
+                pd.DataFrame(rows, columns=CAPTURE_SET_COLUMNS), page + 1]
+
     def fail(self, message: str) -> list:
         """The message on the status line; the dataset, rows and page number as they are."""
         return [gr.skip(), render.notice_html(shown_text(message, self.settings), "error"), gr.skip(), gr.skip()]
@@ -245,6 +286,8 @@ class DatasetHandlers:
             return self._row_failed("Pick a row.")
         n = int(row)
         progress(0, desc=f"reading row {n} of {src.label}")
+        if isinstance(src, CaptureSet):
+            return self._open_capture(src, n)
         try:
             ro = src.rollout(n)
         except SourceError as e:
@@ -256,6 +299,18 @@ class DatasetHandlers:
                             reload=lambda: src.rollout(n))
         done = render.notice_html(f"Opened row {n} in the viewer.")
         return list(self.browse.show_fn(op, None, _row_note(ro, src))) + [gr.Tabs(selected="tokens"), done]
+
+    def _open_capture(self, cs: CaptureSet, n: int) -> list:
+        """Row ``n`` of a folder of captures: its capture folder opened by path (its link, notes and rescores)."""
+        if not 0 <= n < len(cs.folders):
+            return self._row_failed(f"No row {n}: {len(cs.folders)} rollouts.")
+        try:
+            op = self.store.open(Path(cs.folders[n]))
+        except SourceError as e:
+            return self._row_failed(e.message)
+        cs.keys[cs.folders[n]] = op.key
+        done = render.notice_html(f"Opened row {n} ({cs.rows[n]['rollout']}) in the viewer.")
+        return list(self.browse.show_fn(op, None, "")) + [gr.Tabs(selected="tokens"), done]
 
     def on_table_select(self, k, view, evt: gr.SelectData) -> list:
         value = evt.row_value if evt is not None else None

@@ -17,6 +17,7 @@ import pandas as pd
 
 from .. import plots, render
 from ..budgets import limits
+from ..capture_set import ROLLUP_COLUMNS, rollup_rows, trainer_hook
 from ..config import Settings
 from ..drift import MODES, TRAIN_TURNS, choose_spec, trainer_rows, turn_report
 from ..drift.costs import DEFAULT_SWEEP, merge_gradient, new_gradient_block, rollout_costs
@@ -35,6 +36,7 @@ __all__ = ["TurnPanel", "ScanPanel", "keep_unpathed", "open_scanned", "SCOPES", 
            "TRAINERS", "EMPTY", "VIEW_OUTPUTS"]
 
 SCOPES = ["open rollout", "folder of captures", "Hub dataset"]
+PER_TURN, PER_ROLLOUT = "per turn", "per rollout"  # the scan table's two views (issue 38)
 ALL, DRIFTED = "(all turns)", "(drifted turns)"
 AUTO = "auto (what the source supports)"
 TRAINERS = [AUTO, *MODES]
@@ -69,7 +71,7 @@ def _shown_scan(res, entry: dict[str, Any], settings: Settings):
     if not settings.public_mode():
         return res
     name = lambda s: shown_path(s, settings)  # noqa: E731
-    for part in ("keys", "kept"):
+    for part in ("keys", "kept", "trainers"):
         entry[part] = {name(k): v for k, v in entry[part].items()}
     out = dict(res, turns=[dict(r, rollout=name(r["rollout"])) for r in res.get("turns", [])],
                errors=[dict(e, source=name(e["source"]), error=shown_text(e["error"], settings))
@@ -256,28 +258,34 @@ class ScanPanel:
         run = run_of(sid)
         return self.store.memo.get(("scan", run.id)) if run is not None else None
 
-    def results(self, sid, cause: str | None) -> list:
-        """[table, cause plot] of scan ``sid`` (the session's run), its rows filtered by ``cause`` (or drifted ones)."""
-        return self.table_of(self.entry(sid), cause)
+    def results(self, sid, cause: str | None, view: str = PER_TURN) -> list:
+        """[table, cause plot] of scan ``sid`` (the session's run), its rows filtered by ``cause`` (or drifted ones),
+        one per turn or (``view`` PER_ROLLOUT) one per rollout, worst first, with the trainer that ran on it."""
+        return self.table_of(self.entry(sid), cause, view)
 
     @staticmethod
-    def table_of(entry: dict[str, Any] | None, cause: str | None) -> list:
+    def table_of(entry: dict[str, Any] | None, cause: str | None, view: str = PER_TURN) -> list:
         if entry is None:
             return [pd.DataFrame(columns=SCAN_COLUMNS), plots.drift_cause_figure({})]
         res = entry["result"]
         c = None if cause in (None, "", ALL, DRIFTED) else cause
+        if view == PER_ROLLOUT:
+            rows = rollup_rows(res, entry.get("trainers"), cause=c, drifted_only=cause == DRIFTED)
+            return [pd.DataFrame(rows, columns=ROLLUP_COLUMNS), plots.drift_cause_figure(res, c)]
         rows = scan_table(res, cause=c, drifted_only=cause == DRIFTED)
         return [pd.DataFrame(rows, columns=SCAN_COLUMNS), plots.drift_cause_figure(res, c)]
 
     def run_scan(self, sid, what: str, folder_text: str, hub_text: str, n, key: str | None,
-                 cause: str | None, engine: str = "local", progress=gr.Progress()):
+                 cause: str | None, engine: str = "local", view: str = PER_TURN, progress=gr.Progress()):
         """[scan run, summary HTML, table, cause plot, rollout plot] of a scan of ``what`` (a SCOPES entry)."""
         settings, store = self.settings, self.store
         run = run_of(sid)
         if run is None or run.done:  # called without the Scan button's first step (an API call)
             run = self.new_scan()
         sid, cancel = run, run.cancel
-        entry: dict[str, Any] = {"keys": {}, "kept": {}}
+        entry: dict[str, Any] = {"keys": {}, "kept": {}, "trainers": {}}
+        keep, trainer_of = keep_unpathed(entry), trainer_hook(entry["trainers"])
+        seen = lambda r: (keep(r), trainer_of(r))  # noqa: E731  (rows to reopen; each rollout's trainer)
         lim = int(n) if n not in (None, "") and int(n) > 0 else None
         # 0 / blank means "every row": on a public app, never more than the rows_scanned budget
         budget = limits(settings.public_mode()).rows_scanned
@@ -305,7 +313,7 @@ class ScanPanel:
                     res = scan_with_ray(p, settings, limit=lim, progress=prog, cancel=cancel, sweep=DEFAULT_SWEEP)
                 else:  # rows of data files in the folder have no path of their own: kept to reopen
                     res = scan_source(p, settings, limit=lim, progress=prog, cancel=cancel,
-                                      on_rollout=keep_unpathed(entry), sweep=DEFAULT_SWEEP)
+                                      on_rollout=seen, sweep=DEFAULT_SWEEP)
             elif what == "Hub dataset":
                 spec = (hub_text or "").strip()
                 if not spec.startswith("hf://"):
@@ -314,12 +322,13 @@ class ScanPanel:
                     res = scan_with_ray(spec, settings, limit=lim, progress=prog, cancel=cancel, sweep=DEFAULT_SWEEP)
                 else:
                     res = scan_source(spec, settings, limit=lim, progress=prog, cancel=cancel,
-                                      on_rollout=keep_unpathed(entry), sweep=DEFAULT_SWEEP)
+                                      on_rollout=seen, sweep=DEFAULT_SWEEP)
             else:
                 op = store.get(key)
                 if op is None:
                     return fail("Open a rollout first (or scan a folder of captures).")
                 entry["keys"][op.rollout.source] = op.key
+                trainer_of(op.rollout)
                 res = scan_source(op.rollout, settings, tok=op.choice.tokenizer, tok_name=op.choice.name,
                                   progress=prog, cancel=cancel, sweep=DEFAULT_SWEEP, whatifs=True)
                 if op.choice.tokenizer is None:
@@ -340,7 +349,7 @@ class ScanPanel:
             notes.append(f"at most {lim:,} rows on this public app (budget rows_scanned)")
         if res["totals"].get("cancelled"):
             notes.append("cancelled: partial results")
-        df, fig = self.table_of(entry, cause)  # this answer's table even if the cache could not keep it
+        df, fig = self.table_of(entry, cause, view)  # this answer's table even if the cache could not keep it
         return [sid, render.drift_scan_html(res, " · ".join(notes)), df, fig, plots.drift_rollout_figure(res)]
 
     def costs(self, sid) -> list:
@@ -367,7 +376,8 @@ class ScanPanel:
         entry = self.entry(sid)
         if not row or entry is None:
             return skip
-        name, turn = str(row[0]), int(row[1])
+        # a per-rollout row names no turn (its second column is the trainer): the rollout opens at its first
+        name, turn = str(row[0]), (int(row[1]) if str(row[1]).lstrip("-").isdigit() else None)
         try:
             op = open_scanned(entry, name, self.store, self.settings)
         except (ValueError, SourceError) as e:
@@ -376,5 +386,6 @@ class ScanPanel:
         if op is None:
             gr.Warning(f"{name} is no longer open: scan again.")
             return skip
-        return self.browse.show_fn(op, turn, note=f"Opened from the drift scan: turn {turn}.") + [
+        return self.browse.show_fn(op, turn, note="Opened from the drift scan" + (f": turn {turn}." if turn is not None
+                                                                                    else ".")) + [
             gr.Tabs(selected="tokens")]

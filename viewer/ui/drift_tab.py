@@ -17,9 +17,10 @@ from ..config import Settings
 from ..drift import CAUSES, TRAIN_TURNS
 from ..drift.ray_engine import ray_available
 from ..drift.results import SCAN_COLUMNS
+from ..render.glossary import TRAINERS_LINE
 from .token_view import token_view
-from .drift_handlers import (ALL, AUTO, DRIFTED, EMPTY, SCOPES, TRAINERS, ScanPanel, TurnPanel, keep_unpathed,
-                             open_scanned)
+from .drift_handlers import (ALL, AUTO, DRIFTED, EMPTY, PER_ROLLOUT, PER_TURN, SCOPES, TRAINERS, ScanPanel, TurnPanel,
+                             keep_unpathed, open_scanned)
 
 __all__ = ["build", "SCOPES", "keep_unpathed", "open_scanned"]
 
@@ -40,7 +41,7 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
     with gr.Group():
         with gr.Row(equal_height=True):
             trainer_pick = gr.Dropdown(TRAINERS, value=AUTO, label="Trainer (whose rows)", elem_id="drift-trainer",
-                                       interactive=True, scale=2)
+                                       interactive=True, scale=2, info=TRAINERS_LINE)  # the names explained
             turns_pick = gr.Radio(list(TRAIN_TURNS)[::-1], value="tool-calls", label="Train turns (used only when the trainer is trl-message)",
                                   elem_id="drift-train-turns", scale=2)
             row_pick = gr.Dropdown([], label="Trainer row as a token view (green = mask 1, gets a gradient)",
@@ -69,8 +70,12 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
             scan_btn = gr.Button("Scan", variant="primary", size="sm", elem_id="drift-scan", scale=0, min_width=120)
             cancel_btn = gr.Button("Cancel", variant="stop", size="sm", elem_id="drift-cancel", scale=0, min_width=120)
         scan_summary = gr.HTML("", elem_id="drift-scan-summary")
-        cause_f = gr.Dropdown([ALL, DRIFTED, *CAUSES], value=ALL, label="filter by cause (click a row to open it)",
-                              elem_id="drift-cause-filter")
+        with gr.Row(equal_height=True):
+            cause_f = gr.Dropdown([ALL, DRIFTED, *CAUSES], value=ALL, label="filter by cause (click a row to open it)",
+                                  elem_id="drift-cause-filter", scale=3)
+            # issue 38: one row per rollout (worst first, the trainer named) beside one per turn
+            view_pick = gr.Radio([PER_TURN, PER_ROLLOUT], value=PER_TURN, label="rows", elem_id="drift-scan-view",
+                                 scale=1, min_width=200)
         assert len(SCAN_WIDTHS) == len(SCAN_COLUMNS), "one width per scan column"
         # 14 columns in the page's width: fixed shares (the rollout's name widest), long cells wrap
         table = gr.Dataframe(headers=SCAN_COLUMNS, interactive=False, elem_id="drift-scan-table", max_height=320,
@@ -116,14 +121,16 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
     # ---- dataset scan ------------------------------------------------------------------
     sp = ScanPanel(settings, store, browse)
     scan_btn.click(sp.new_scan, None, scan_id, api_visibility="private", queue=False).then(
-        sp.run_scan, [scan_id, scope, folder, hub, limit, browse.key, cause_f, engine],
+        sp.run_scan, [scan_id, scope, folder, hub, limit, browse.key, cause_f, engine, view_pick],
         [scan_id, scan_summary, table, cause_plot, rollout_plot], api_name="drift_scan",
         # Long work: its own queue, one scan at a time on this machine's cores, so scans never
         # hold up browsing; a visitor who waits sees their place in it (show_progress="full").
         concurrency_id="long-work", concurrency_limit=1, show_progress="full").then(
         sp.costs, [scan_id], cost_outputs, api_visibility="private", queue=False)
     cancel_btn.click(sp.cancel_scan, [scan_id], scan_summary, api_name="drift_cancel", queue=False)
-    cause_f.change(sp.results, [scan_id, cause_f], [table, cause_plot], api_name="drift_filter")
+    cause_f.change(sp.results, [scan_id, cause_f, view_pick], [table, cause_plot], api_name="drift_filter")
+    view_pick.input(sp.results, [scan_id, cause_f, view_pick], [table, cause_plot], api_name="drift_view",
+                    api_visibility="private")
     table.select(sp.on_pick, [scan_id, browse.view], browse.outputs + [browse.tabs], api_visibility="private",
                  **browse.shows)
     return handle
