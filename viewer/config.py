@@ -114,6 +114,10 @@ class Settings:
     public: bool = _setting(False, "VIEWER_PUBLIC",
                             "Public mode (also on whenever SPACE_ID is set, i.e. on a Hugging Face Space): local and "
                             "endpoint captures off, hf-jobs only under the visitor's own sign-in.")
+    mcp: bool = _setting(False, "VIEWER_MCP",
+                         "Serve the app's token-evidence endpoints (search_dataset, rollout_summary, turn_tokens, "
+                         "rollout_drift, rollout_lint) as MCP tools at /gradio_api/mcp/ (Gradio's MCP server; "
+                         "view --mcp); in public mode under a visitor's checks and budgets.")
     capture_allow_users: str = _setting("", "CAPTURE_ALLOW_USERS",
                                         "Public mode: comma-separated Hugging Face usernames who, once signed in, may "
                                         "also use the local and endpoint capture backends.")
@@ -138,7 +142,8 @@ class Settings:
     capture_model: str = _setting("tiny-qwen3", "CAPTURE_MODEL",
                                   "Capture model: tiny-qwen3 / smollm2 (CPU, built offline), a model folder or Hub name.")
     capture_out_root: str = _setting(str(DATA_DIR / "captures"), "CAPTURE_OUT_ROOT",
-                                     "Folder where the Capture tab writes capture folders.")
+                                     "Folder where the Capture tab writes capture folders; unset while "
+                                     "VIEWER_DATA_ROOT is set: its captures/ subfolder.")
     capture_agent_timeout_s: float = _setting(300.0, "CAPTURE_AGENT_TIMEOUT_S",
                                               "Wall-clock limit for one opencode run, in seconds.")
     capture_test_timeout_s: float = _setting(10.0, "CAPTURE_TEST_TIMEOUT_S",
@@ -178,6 +183,10 @@ class Settings:
             except ValueError:
                 what = "a whole number" if isinstance(f.default, int) else "a number"
                 raise ValueError(f"{f.metadata['env']}={raw!r}: not {what}") from None
+        # A data root of one's own holds the captures made here too, so the app that made one lists and opens it
+        # with the rest of the data (issue 41, point 12); CAPTURE_OUT_ROOT, when set, still wins.
+        if "data_root" in kwargs and "capture_out_root" not in kwargs:
+            kwargs["capture_out_root"] = str(Path(kwargs["data_root"]).expanduser() / "captures")
         return cls(**kwargs)
 
     def public_mode(self, environ: dict[str, str] | None = None) -> bool:

@@ -18,6 +18,10 @@ from ..sources.keep import DOWNLOAD_PREFIX, KEEP
 from ..visitor import deep_link, start_source
 from . import (browse, capture_tab, compare_tab, datasets_tab, drift_tab, export_button, health_tab, presenter,
                rescore_panel, seam, signin, talk_panel, template_tab, upload_gate)
+from . import live_view
+from . import groups_tab  # issue 38: GRPO groups (+ the sibling walker under the token view)
+from . import search_tab  # issue 38: search a dataset down to the token (?q= links)
+from . import agent_api  # issue 38: token evidence for agents (API endpoints, MCP tools)
 from .store import RolloutStore
 
 __all__ = ["create_app", "launch_kwargs", "QUIET_ANALYTICS"]
@@ -42,6 +46,13 @@ GLOBAL_JS = r"""
   };
   new MutationObserver(hook).observe(document.body, {childList: true, subtree: true});
   hook();
+  // In-page links (a[data-jump], e.g. the Drift tab's "Dataset scan ↓") scroll to their panel: followed as
+  // links they left the page (its <base> makes "#id" an address without the query, so the rollout went).
+  document.addEventListener('click', e => {
+    const a = e.target.closest ? e.target.closest('a[data-jump]') : null;
+    const to = a && document.getElementById(a.dataset.jump);
+    if (to) { e.preventDefault(); to.scrollIntoView({block: 'start'}); }
+  });
 }
 """
 
@@ -65,7 +76,8 @@ def launch_kwargs(settings: Settings | None = None) -> dict:
         footer_links=[],
         run_history=False,
         # Gradio's upload route within the disk budgets (viewer/ui/upload_gate.py): FastAPI's own argument
-        app_kwargs={"middleware": upload_gate.middleware(settings)},
+        app_kwargs={"middleware": upload_gate.middleware(settings), "lifespan": agent_api.lifespan},
+        mcp_server=agent_api.mcp_on(settings),  # the agent endpoints as MCP tools (VIEWER_MCP, view --mcp)
     )
 
 
@@ -87,6 +99,7 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         with b.under_tokens:  # right under the token view: trainer-side logprobs (Δ colour mode)
             rescore_panel.build(settings, store, b)
             export_button.build(settings, store, b)  # Download as HTML: this view, offline
+            walk = groups_tab.walker()  # ◀ ▶ through a GRPO group's siblings (shown once one is opened)
         # Each further screen is a tab builder in its own module (see viewer/ui/*_tab.py).
         with b.tabs:
             with gr.Tab("Drift", id="drift"):
@@ -96,7 +109,11 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
             with gr.Tab("Compare", id="compare"):
                 cmp = compare_tab.build(settings, store, b)
             with gr.Tab("Datasets", id="datasets"):
-                datasets_tab.build(settings, store, b)
+                ds = datasets_tab.build(settings, store, b)
+            with gr.Tab("Groups", id="groups"):
+                groups_tab.build(settings, store, b, ds, walk)
+            with gr.Tab("Search", id="search"):
+                search_tab.build(settings, store, b, demo)
             with gr.Tab("Capture", id="capture"):
                 capture_tab.build(settings, store, b, demo)
             with gr.Tab("Template", id="template"):
@@ -136,9 +153,11 @@ def create_app(settings: Settings | None = None) -> gr.Blocks:
         loaded = demo.load(on_load, None, b.outputs, api_visibility="private", show_progress="hidden", **b.shows)
         loaded.then(on_compare_link, [b.key], cmp.outputs + [b.tabs], api_visibility="private", show_progress="hidden")
         loaded.then(present_load, [b.key, b.turn], present_outputs, api_visibility="private", show_progress="hidden")
+        live_view.build(settings, store, b, loaded)  # ?follow=1 / view --follow: a growing source, re-read as it grows
         # notes (panel under the token view, ?note=K) and decks (?deck=PATH, an uploaded deck.json)
         talk_panel.build(settings, store, b, cmp, drift, loaded)
         browse.wire_turn_followers(b)  # the panels that follow the turn: one event, only while one is shown
+        agent_api.build(settings)  # stateless API endpoints (and MCP tools): search, summary, tokens, drift, lint
     # Queue positions go to waiting visitors once a second (and once when they join), not to every
     # waiting event each time another starts (Gradio's "auto"): 16 visitors on one link got ~1.1 such
     # messages per event on top of their answer's three, each an SSE write and a client wake-up
