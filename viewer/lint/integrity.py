@@ -12,6 +12,7 @@ not a run of 32, nor 90% of a reply.
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from typing import Any, Iterator
 
@@ -39,6 +40,8 @@ def _hit(t: Turn, rule: str, js: list[int], message: str) -> Hit:
 
 
 def _finite(lps: Any, js: Any) -> list[tuple[int, float]]:
+    if isinstance(lps, array):  # packed logprobs: one C copy to a list, not a Python __getitem__ per index
+        lps = lps.tolist()
     n = len(lps)
     return [(j, lps[j]) for j in js if j < n and type(lps[j]) is float and math.isfinite(lps[j])]
 

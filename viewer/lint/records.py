@@ -125,8 +125,11 @@ def _out_of_step(rec: dict[str, Any], entries: list[Any] | None, lps: list[Any] 
                                                  f"{named[bad[0]]} vs {ids[bad[0]]}){how}")
     if entries and lps:
         ev = [e.get("logprob") if isinstance(e, dict) else None for e in entries]
-        bad = [j for j in range(min(len(ev), len(lps))) if type(ev[j]) in (int, float) and type(lps[j]) in (int, float)
-               and math.isfinite(ev[j]) and math.isfinite(lps[j]) and abs(ev[j] - lps[j]) > 1e-6]
+        n = min(len(ev), len(lps))
+        # equal lists (the usual case) have no position to name: one C comparison, not a check per position
+        bad = [] if ev[:n] == lps[:n] else [
+            j for j in range(n) if type(ev[j]) in (int, float) and type(lps[j]) in (int, float)
+            and math.isfinite(ev[j]) and math.isfinite(lps[j]) and abs(ev[j] - lps[j]) > 1e-6]
         if bad:
             k = _shift(ev, lps, bad)
             how = f"; they match shifted by {k:+d}" if k is not None else ""
