@@ -318,7 +318,7 @@ def test_wheel_in_a_fresh_venv_serves_the_samples_and_a_folder_and_writes_nothin
         cli_md = (REPO / "docs" / "CLI.md").read_text().split("### `view --json`", 1)[1]
         assert list(doc) == re.findall(r"`([a-z_]+)`", re.search(r"^Top-level keys: (.*)\.$", cli_md, re.M).group(1))
         assert (doc["source"], doc["data_root"], doc["public"]) == (str(folder / "my-run"), str(folder), False)
-        assert doc["captures"] == str(home / ".local" / "share" / "rollout-inspector" / "captures")
+        assert doc["captures"] == str(folder / "captures")  # beside the user's data (issue 41, point 12)
         meta = json.loads((folder / "my-run" / "summary.json").read_text())
         got = _open(doc["url"], "/open_path", "my-run")  # a path typed relative to the data root
         assert "my-run" in got["header"] and meta["model"] in got["header"], got

@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 from ..config import LOW_LOGPROB
 from ..rollout import Rollout, Turn
 from ..tokenizer import texts_from_output_bytes
-from .style import (BOOKKEEPING, FONT, LOW, MAX_POINTS, MAX_SHADED_RUNS, NO_LOGPROBS, SHADE, TEXT_LIMIT, TRAINED, UNTRAINED,
-                    base_layout, empty, fmt, is_finite, label)
+from .style import (BOOKKEEPING, FONT, LOW, MAX_POINTS, MAX_SHADED_RUNS, MODEBAR_W, NO_LOGPROBS, SHADE, TEXT_LIMIT,
+                    TRAINED, UNTRAINED, base_layout, empty, fmt, is_finite, label)
 
 __all__ = ["histogram_figure", "logprob_figure", "trained_runs", "turns_figure", "turn_mask"]
 
@@ -213,7 +213,7 @@ def turns_figure(rollout: Rollout, height: int = 300) -> go.Figure:
     base_layout(fig, height, clickmode="event", barmode="overlay",
                  yaxis2=dict(title=dict(text="output tokens"), overlaying="y", side="right", showgrid=False,
                              rangemode="tozero"))
-    fig.update_layout(margin=dict(r=56))
+    fig.update_layout(margin=dict(r=56 + MODEBAR_W))  # the right axis's labels, then the toolbar's strip
     fig.update_xaxes(title_text="turn", dtick=1 if len(rollout.turns) <= 40 else None)
     fig.layout.yaxis.title.text = "logprob"
     return fig
@@ -249,7 +249,9 @@ def histogram_figure(rollout: Rollout, low: float = LOW_LOGPROB, bins: int = 60,
     ))
     fig.add_shape(type="line", xref="x", yref="paper", x0=low, x1=low, y0=0, y1=1,
                   line=dict(color=LOW, width=1.5, dash="dash"), name="low")
+    right_half = (low - lo) > (hi - lo) / 2  # the label reads inward from the line, never past the plot's edge
     fig.add_annotation(x=low, y=1, xref="x", yref="paper", yanchor="bottom", showarrow=False,
+                       xanchor="right" if right_half else "left",
                        text=f"low {low:g}: {n_low} of {arr.size} ({100 * n_low / arr.size:.1f}%)",
                        font=dict(color=LOW, size=11))
     base_layout(fig, height, bargap=0.02, showlegend=False)

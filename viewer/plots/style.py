@@ -10,7 +10,7 @@ import plotly.io as pio
 from ..tokenizer import visible
 
 __all__ = ["TEXT_LIMIT", "MAX_POINTS", "MAX_SHADED_RUNS", "NO_LOGPROBS", "TRAINED", "UNTRAINED", "LOW", "BOOKKEEPING",
-           "SHADE", "GRID", "FONT", "TEMPLATE", "base_layout", "empty", "is_finite", "fmt", "label"]
+           "SHADE", "GRID", "FONT", "MODEBAR_W", "TEMPLATE", "base_layout", "empty", "is_finite", "fmt", "label"]
 
 TEXT_LIMIT = 20000  # points above which hover labels are left out
 MAX_POINTS = 4000  # above this many tokens the plot shows windows (min + mean), not every token
@@ -24,6 +24,13 @@ BOOKKEEPING = "rgba(154,154,154,0.45)"
 SHADE = "rgba(47,111,223,0.13)"
 GRID = "rgba(128,128,128,0.25)"
 FONT = "#8a8a8a"
+
+# Plotly's toolbar (the modebar) drawn upright in a strip of the right margin kept for it alone: across the top,
+# where plotly puts it, it covered legends, titles and the histogram's threshold label (issue 41, point 7).
+# The buttons a reader of these figures does not use (box / lasso select, zoom steps, autoscale) are left out.
+MODEBAR_W = 34  # px of the right margin the upright toolbar takes (its buttons are 26 px wide)
+MODEBAR = dict(orientation="v", bgcolor="rgba(0,0,0,0)",
+               remove=["select2d", "lasso2d", "zoomIn2d", "zoomOut2d", "autoScale2d"])
 
 
 # Plotly's default template ("plotly"), cut to what 2-D cartesian figures of these trace types read.
@@ -48,7 +55,8 @@ def base_layout(fig: go.Figure, height: int, **kw) -> go.Figure:
     fig.update_layout(
         template=TEMPLATE,
         height=height,
-        margin=dict(l=52, r=16, t=34, b=40),
+        margin=dict(l=52, r=16 + MODEBAR_W, t=34, b=40),
+        modebar=MODEBAR,
         paper_bgcolor="rgba(0,0,0,0)",
         plot_bgcolor="rgba(0,0,0,0)",
         font=dict(color=FONT, size=12),

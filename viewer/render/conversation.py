@@ -17,8 +17,7 @@ def rollout_header(r: Rollout, tokenizer_note: str = "") -> str:
         kv("format", r.format), kv("model", r.model or "unknown"),
         kv("turns", f'{s["turns"]} ({s["trained_turns"]} trained)'),
         kv("filtered calls", s["filtered_calls"]),
-        kv("tokens", f'{s["prompt_tokens"]:,} prompt · {s["output_tokens"]:,} output · '
-                      f'{s["trained_tokens"]:,} trained'),
+        _tokens_pill(r, s),
         kv("mean logprob", fmt(s["mean_logprob"])),
         kv("reward", reward, "ri-reward"),
     ]
@@ -33,6 +32,24 @@ def rollout_header(r: Rollout, tokenizer_note: str = "") -> str:
                 f'({n_err} errors): see the Problems tab. The rest is shown.</div>')
     return (f'<div class="ri-header"><div class="ri-source">{esc(r.source)}</div>'
             f'<div class="ri-kvs">{"".join(parts)}</div>{note}{warn}</div>')
+
+def _tokens_pill(r: Rollout, s: dict[str, Any]) -> str:
+    """The rollout's token counts, saying what they count: the token view counts one turn, this pill every agent
+    turn, summed; a turn with no prompt ids (text only) adds nothing here, and the pill says so rather than
+    read as a count that contradicts the token view (issue 41, point 8)."""
+    agent = r.agent_turns
+    if not agent:
+        book = r.filtered_calls
+        return kv("tokens", f"no agent turn ({len(book)} filtered call(s): "
+                            f"{sum(len(t.prompt_ids) for t in book):,} prompt · "
+                            f"{sum(len(t.output_ids) for t in book):,} output, not trained)")
+    scope = "tokens, 1 turn" if len(agent) == 1 else f"tokens, {len(agent)} turns summed"
+    bare = sum(1 for t in agent if not t.prompt_ids)
+    prompt = (f'{s["prompt_tokens"]:,} prompt' if not bare else
+              f'{s["prompt_tokens"]:,} prompt ({bare} turn(s) without prompt ids)' if bare < len(agent) else
+              "prompt not recorded as ids")
+    return kv(scope, f'{prompt} · {s["output_tokens"]:,} output · {s["trained_tokens"]:,} trained')
+
 
 def _pretty_args(args: Any) -> str:
     if isinstance(args, str):

@@ -7,6 +7,7 @@ import json
 from typing import Any, TYPE_CHECKING
 
 from .escape import esc, fmt, kv, notice_html
+from .glossary import explain
 
 if TYPE_CHECKING:  # the type only: rendering needs no analysis code
     from ..drift.results import ScanResult
@@ -18,14 +19,20 @@ __all__ = ["drift_turn_html", "drift_roundtrip_html", "drift_template_html", "dr
 def drift_note_html() -> str:
     """What the Drift tab follows and what a repro file is (fixed text beside its buttons)."""
     return ('<div class="ri-note">Follows the turn selected under Tokens. Repro: one small JSON per drift case '
-            "(ids around the break, text, tokenizer, chat-template hash, cause) to attach to a bug report.</div>")
+            "(ids around the break, text, tokenizer, chat-template hash, cause) to attach to a bug report.</div>"
+            # the tab's later panels one click away from its top (issue 41, point 10: the scan sat ~4,000 px down)
+            '<div class="ri-note ri-jump">Further down: <a href="#drift-cost-panel" data-jump="drift-cost-panel">'
+            'Gradient cost ↓</a> · <a href="#drift-scan-panel" data-jump="drift-scan-panel">Dataset scan ↓</a></div>')
 
 
 _DRIFT_SPAN_LIMIT = 150  # changed spans listed per turn (the rest counted)
 
 
-def _badge(text: Any, state: str) -> str:
-    return f'<span class="ri-d-badge ri-d-{esc(state)}">{esc(text)}</span>'
+def _badge(text: Any, state: str, term: str | None = None) -> str:
+    """A verdict badge; a verdict the glossary explains (FORK, REALIGN, ...) says what it means on hover."""
+    why = explain(term if term is not None else str(text))
+    title = f' title="{esc(why)}"' if why else ""
+    return f'<span class="ri-d-badge ri-d-{esc(state)}"{title}>{esc(text)}</span>'
 
 
 def _state(equal: bool | None) -> str:
@@ -232,7 +239,7 @@ def drift_turn_html(report: Any, table: Any = None, tokenizer_note: str = "") ->
         v = report.verdict
         badges.append(_badge(f"row: {v.verdict}" + (f", {v.tokens_losing_gradient} lose gradient"
                                                      if v.tokens_losing_gradient else ""),
-                             {"CLEAN": "ok", "FIRST": "na"}.get(v.verdict, "bad")))
+                             {"CLEAN": "ok", "FIRST": "na"}.get(v.verdict, "bad"), v.verdict))
     elif report.is_agent:
         why = report.trainer.error or report.trainer.excluded_reason(t.index) or "not in the trainer's chain"
         badges.append(_badge(f"row: not in chain ({why})", "na"))

@@ -6,6 +6,8 @@ import html
 import json
 from typing import Any
 
+from .glossary import explain
+
 __all__ = ["esc", "safe_json", "kv", "fmt", "notice_html"]
 
 
@@ -20,7 +22,12 @@ def safe_json(obj: Any) -> str:
             .replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 def kv(label: str, value: Any, cls: str = "") -> str:
-    return (f'<span class="ri-kv {esc(cls)}"><span class="ri-k">{esc(label)}</span>'
+    """A labelled value (a pill). A label, or a value, that is a term of the trade carries its one-line
+    explanation as a tooltip (viewer/render/glossary.py; issue 41, point 9)."""
+    why = explain(label) or (explain(value) if isinstance(value, str) else None)
+    title = f' title="{esc(why)}"' if why else ""
+    term = " ri-term" if why else ""
+    return (f'<span class="ri-kv {esc(cls)}{term}"{title}><span class="ri-k">{esc(label)}</span>'
             f'<span class="ri-v">{esc(value)}</span></span>')
 
 

@@ -190,7 +190,6 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
         with gr.Column(scale=4):
             header = gr.HTML(render.notice_html("Open a rollout: pick a sample, type a path, or upload files."),
                              elem_id="rollout-header")
-            gr.HTML(first_steps_html(), elem_id="first-steps")
             status = gr.HTML("", elem_id="status")
         with gr.Column(scale=2, min_width=320):
             with gr.Accordion("Open a rollout", open=False, elem_id="open-panel"):
@@ -205,8 +204,13 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                     tok_box = gr.Textbox(label="Tokenizer override", placeholder="qwen3, a folder, or a Hub name (online)",
                                          elem_id="tokenizer-box", scale=4)
                     tok_btn = gr.Button("Apply", scale=1, min_width=60)
+            # the first-steps line beside the header, under the closed Open panel, in the column's free room:
+            # under the header it pushed the tokens below a 900 px tall window (issue 41, point 10)
+            gr.HTML(first_steps_html(), elem_id="first-steps")
 
-    with gr.Tabs(elem_id="main-tabs") as tabs:
+    # "wrap": every tab's name stays on screen (two rows if need be); Gradio's default hid the ones past the
+    # window's width behind "…" (at 1024 px: Capture, Template; issue 41, point 10)
+    with gr.Tabs(elem_id="main-tabs", overflow_behavior="wrap") as tabs:
         with gr.Tab("Tokens", id="tokens"):
             with gr.Row(equal_height=True, elem_id="turn-controls"):
                 trained_only = gr.Checkbox(label="trained turns only", value=False, elem_id="f-trained", min_width=120)
@@ -223,8 +227,9 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
                                 wrap=False, visible=False)
             # what the filters leave ("No turns match …", a hidden turn replaced): empty while nothing is hidden
             filter_note = gr.HTML("", elem_id="turn-filter-note", padding=False)
+            # no copy / fullscreen buttons: their row above the list cost the tokens their place on a 900 px screen
             table = gr.Dataframe(headers=TURN_COLUMNS, interactive=False, elem_id="turn-list",
-                                 max_height=250, wrap=False)
+                                 max_height=250, wrap=False, buttons=[])
             view = token_view("token-view")
             under_tokens = gr.Column()  # other screens' panels about these tokens (e.g. the rescore)
             lp_plot = gr.Plot(elem_id="logprob-plot", show_label=False)

@@ -12,6 +12,7 @@ import gradio as gr
 from ..config import Settings
 from ..render.talk import notes_list_html, talk_payload, talk_template
 from ..talk.common import MAX_TEXT
+from . import notes_kept
 from .browse import Browse
 from .browse_handlers import STATUS
 from .downloads import holder, save_after
@@ -44,6 +45,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     # hands the secret to the page (it obfuscates, it protects nothing): a fixed one, so that a restart of
     # the app does not make the kept deck unreadable.
     kept = gr.BrowserState({"deck": ""}, storage_key="ri-deck-in-progress", secret="rollout-inspector-deck")
+    kept_notes = notes_kept.kept_store()  # the session's notes, kept across a reload the same way
     with b.under_tokens:
         with gr.Accordion("Notes and deck", open=False, elem_id="talk-panel") as panel:
             with gr.Row(equal_height=True):
@@ -79,6 +81,7 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     ins, view_out = [b.key, b.turn, notes_state, deck], [listing, pick, carrier, msg]
     # a new rollout's notes; a turn switch needs no event: talk.js marks the shown turn's notes itself
     b.key.change(h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
+    notes_state.change(notes_kept.to_kept, notes_state, kept_notes, api_name="notes_keep", **quiet)
     add_btn.click(None, [sel, mode], [sel, mode], js=READ_SEL, **quiet).then(
         h.add, [b.key, sel, text, notes_state, deck], [notes_state] + view_out, api_name="add_note")
     edit_btn.click(h.edit, [b.key, b.turn, pick, text, notes_state, deck], [notes_state] + view_out,
@@ -116,6 +119,8 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
         h.step_values, [deck, b.view], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
     if loaded is not None:
         loaded.then(h.restore_deck, kept, [built, line, panel, deck_out], api_name="deck_restore", **quiet)
+        loaded.then(lambda k: notes_kept.from_kept(k, settings), kept_notes, notes_state, api_name="notes_restore",
+                    **quiet).then(h.refresh, ins, view_out, api_name="talk_refresh", **quiet)
         loaded.then(h.on_link_note, [b.key, notes_state], b.turn_outputs, api_name="talk_note_link", **quiet, **b.shows)
         then_show(loaded.then(h.on_link_deck, [deck], [deck, b.outputs[STATUS]], api_name="talk_deck_link", **quiet).then(
             h.step_values, [deck], b.outputs + [b.tabs], api_name="talk_open_step", **quiet, **b.shows))
