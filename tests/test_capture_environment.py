@@ -6,6 +6,7 @@ as it is printed, Cancel stops the script's whole process group, a failure says 
 spec that may not install says how to."""
 from __future__ import annotations
 
+import re
 import threading
 import time
 from types import SimpleNamespace
@@ -34,6 +35,26 @@ def test_install_streams_lines_as_they_come(tmp_path):
     envmod.install(lambda m: seen.append((time.monotonic() - t0, m)), script=script)
     assert [m for _, m in seen] == ["setup: step one", "setup: step two"]
     assert seen[1][0] - seen[0][0] >= 0.4  # the first line was logged before the script finished
+
+
+def test_a_silent_install_step_still_shows_progress(tmp_path):
+    """Issue 41, point 8: an install that prints nothing for minutes (pip, npm) looked stuck: the log
+    says the time spent while a step is silent. The script waits for a flag that the first such line
+    sets, so the test waits on that condition, never on a fixed time."""
+    flag = tmp_path / "go"
+    script = tmp_path / "setup.sh"
+    script.write_text(f'echo "pip install vllm"\nwhile [ ! -e {flag} ]; do sleep 0.05; done\necho done\n')
+    seen: list[str] = []
+
+    def log(m: str) -> None:
+        seen.append(m)
+        if "still installing" in m:
+            flag.touch()
+
+    envmod.install(log, script=script, quiet_s=0.3, timeout_s=120)
+    beats = [m for m in seen if "still installing" in m]
+    assert seen[0] == "setup: pip install vllm" and seen[-1] == "setup: done" and beats
+    assert all(re.search(r"still installing, \d+ s so far", m) for m in beats)
 
 
 def test_install_failure_says_why(tmp_path):

@@ -42,20 +42,28 @@ def missing(backend: str, vllm_python_path: str = "", opencode_bin: str = "") ->
 
 
 def install(log: Callable[[str], None], cancel: threading.Event | None = None,
-            script: Path | None = None, timeout_s: float = 3600.0) -> None:
+            script: Path | None = None, timeout_s: float = 3600.0, quiet_s: float = 15.0) -> None:
     """Run the capture set-up script, each output line to ``log``; CaptureCancelled when
-    ``cancel`` is set (the script's whole process group is stopped), BackendError on failure."""
+    ``cancel`` is set (the script's whole process group is stopped), BackendError on failure.
+    A pip or npm install prints nothing for minutes: after ``quiet_s`` without a line, ``log`` gets the
+    time spent so far (and again every ``quiet_s``), so a long install never looks stuck."""
     path = script or (repo_root() / SETUP_SCRIPT)
+    t0 = time.monotonic()
     proc = popen(["bash", str(path)], cwd=str(repo_root()), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                  stderr=subprocess.STDOUT, text=True, bufsize=1)
     tail: list[str] = []
+    last_line = [t0]
     done = threading.Event()
     timed_out = threading.Event()
 
-    def watch() -> None:  # cancel / time limit, while the main loop blocks reading lines
-        deadline = time.monotonic() + timeout_s
+    def watch() -> None:  # cancel / time limit / heartbeat, while the main loop blocks reading lines
+        deadline = t0 + timeout_s
         while not done.wait(0.2):
-            late = time.monotonic() > deadline
+            now = time.monotonic()
+            if now - last_line[0] >= quiet_s:
+                last_line[0] = now
+                log(f"setup: still installing, {now - t0:.0f} s so far (the step above prints nothing until done)")
+            late = now > deadline
             if late or (cancel is not None and cancel.is_set()):
                 if late:
                     timed_out.set()
@@ -68,6 +76,7 @@ def install(log: Callable[[str], None], cancel: threading.Event | None = None,
         for line in proc.stdout:
             line = line.rstrip()
             if line:
+                last_line[0] = time.monotonic()
                 tail = (tail + [line])[-20:]
                 log(f"setup: {line}")
         rc = proc.wait()
