@@ -28,10 +28,10 @@ __all__ = ["CAPTURE_SET_COLUMNS", "ROLLUP_COLUMNS", "CAPTURE_SET_SORTS", "Captur
 # the Datasets tab's table for a folder of captures (``row`` first: a click opens that row)
 # (the task last: its text is wide, and the figures a reader sorts by stay on screen)
 CAPTURE_SET_COLUMNS = ["row", "rollout", "agent", "model", "reward", "turns", "tokens", "drifted turns", "causes",
-                       "losing gradient", "trainer", "|Δ|", "task"]
+                       "losing gradient", "trainer", "|Δ|", "max ratio", "task"]
 # the Drift scan's per-rollout view (``rollout`` first: a click opens it, as in the per-turn view)
 ROLLUP_COLUMNS = ["rollout", "trainer", "turns", "drifted turns", "causes", "forked rows", "losing gradient"]
-CAPTURE_SET_SORTS = ("drifted turns", "losing gradient", "|Δ|", "tokens")
+CAPTURE_SET_SORTS = ("drifted turns", "losing gradient", "|Δ|", "max ratio", "tokens")
 
 
 def is_capture_set(path: Path) -> bool:
@@ -138,6 +138,7 @@ class CaptureSet:
     cancelled: bool = False
     deltas: dict[str, float] = field(default_factory=dict)  # folder -> mean |Δ| of its latest rescore
     keys: dict[str, str] = field(default_factory=dict)  # folder -> the app's store key, once opened from the table
+    ratios: dict[str, float] = field(default_factory=dict)  # folder -> largest exp(Δ) of a dataset rescore
 
     def rollout(self, row: int) -> Rollout:
         """Row ``row``'s rollout, read again from its capture folder (SourceError when it cannot be)."""
@@ -149,7 +150,8 @@ class CaptureSet:
 
     def table(self) -> list[dict[str, Any]]:
         """The rows with each one's latest |Δ| (rescores land after the folder was opened)."""
-        return [dict(r, **{"|Δ|": self.deltas.get(self.folders[r["row"]], r["|Δ|"])}) for r in self.rows]
+        return [dict(r, **{"|Δ|": self.deltas.get(self.folders[r["row"]], r["|Δ|"]),
+                           "max ratio": self.ratios.get(self.folders[r["row"]], r.get("max ratio"))}) for r in self.rows]
 
 
 def open_capture_set(path: Path, settings: Settings | None = None, *,

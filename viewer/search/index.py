@@ -28,6 +28,7 @@ from viewer.config import CACHE_DIR, SAMPLE_DIR, Settings
 from viewer.rollout import Rollout
 
 from .columns import ROLLOUTS, TURNS, rollout_key, rollout_row, turn_rows
+from .rescored import fill_index as fill_rescored
 
 __all__ = ["IndexInfo", "SearchError", "build_index", "index_path", "load_index", "INDEX_DIR", "VERSION"]
 
@@ -296,6 +297,8 @@ def _build(source, settings: Settings, folder: Path, specs: list[str], progress,
         return IndexInfo(source=str(source), path=folder, rollouts=0, turns=0, errors=errors,
                          seconds=time.perf_counter() - t0, cancelled=True)
     old_ro, old_tu = _old_rows(folder, meta, keep)
+    # a dataset rescore saved beside the index (viewer/search/rescored.py): its |Δ| and ratio figures
+    old_ro, old_tu = fill_rescored(index_path(source, settings), collect.rollouts, old_ro, old_tu, errors)
     tag = uuid.uuid4().hex[:12]
     files = {"rollouts": f"rollouts.{tag}.parquet", "turns": f"turns.{tag}.parquet"}
     n_ro = _write(folder / files["rollouts"], ROLLOUTS, [row for _, row, _ in collect.rollouts], old_ro)

@@ -18,7 +18,7 @@ import gradio as gr
 import pandas as pd
 
 from .. import render
-from . import rescores, signin
+from . import dataset_rescore, rescores, signin
 from ..budgets import BudgetExceeded
 from ..capture_set import CAPTURE_SET_COLUMNS, CAPTURE_SET_SORTS, CaptureSet, capture_set_page, is_capture_set, \
     open_capture_set
@@ -82,6 +82,7 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
     view_outputs = list(browse.outputs) + [browse.tabs, w.status]
     w.row_btn.click(h.open_row, [w.key, w.row_no, browse.view], view_outputs, api_name="ds_open_row", **browse.shows)
     w.table.select(h.on_table_select, [w.key, browse.view], view_outputs, api_visibility="private", **browse.shows)
+    dataset_rescore.build(settings, w, h)  # Rescore dataset: fills |Δ| / max ratio, saved for search
     return SimpleNamespace(widgets=w, handlers=h)
 
 
