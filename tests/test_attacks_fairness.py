@@ -34,7 +34,9 @@ HOSTILE = 3          # clients re-opening with a fresh tokenizer text, two calls
 SLOW_TEMPLATE_S = 2  # template_s for the app under test: each of the bomb's renders stops here
 QUEUE_SIZE = 16      # queue_size for the app under test: above what the other tests keep waiting (six hostile tabs
 #                      and a visitor; with 4 a busy machine refused their events), below what the bound test sends
-UNQUEUED = {"new_scan", "costs", "drift_cancel", "new_run", "rescore_cancel"}  # lookups and Cancels only
+# lookups and Cancels only; groups_follow: whether the sibling walker still matches the rollout on screen (one
+# isinstance and one comparison of two keys, viewer/ui/groups_tab.py GroupHandlers.on_key)
+UNQUEUED = {"new_scan", "costs", "drift_cancel", "new_run", "rescore_cancel", "groups_follow"}
 
 
 def _big_capture(dest: Path, k: int = BIG_TOKENS) -> Path:
