@@ -367,10 +367,12 @@ def _capture_form(settings):
     """The Capture tab built in a Blocks, as the app builds it: elem_id -> component."""
     import gradio as gr
 
-    from viewer.ui import capture_tab
+    from viewer.ui import browse, capture_tab
+    from viewer.ui.store import RolloutStore
 
     with gr.Blocks() as demo:
-        capture_tab.build(settings, store=None, browse=SimpleNamespace(outputs=[], show_fn=None))
+        store = RolloutStore(settings)
+        capture_tab.build(settings, store=store, browse=browse.build(settings, store))  # the tab drives the browser
     return {b.elem_id: b for b in demo.blocks.values() if getattr(b, "elem_id", None)}
 
 

@@ -99,3 +99,42 @@ def test_a_hidden_tab_stops_asking(page, app_url, data_root):
     page.evaluate(hide, False)
     _turn_shown(page, 1, 2 * period + 8)  # shown again: the record the hidden page did not ask for
     assert entry.reads > asked
+
+
+def test_filters_stay_and_the_reward_fills_in(page, app_url, data_root):
+    """The visitor filters the turn list while following: new calls keep the filter (the box stays ticked, the list
+    adds only the calls it lists); the capture's summary.json, written at its end, fills the Task & reward tab
+    without a reload."""
+    lines = [ln for ln in (SAMPLE / "proxy_trace.jsonl").read_bytes().splitlines() if ln.strip()]
+    at = -1.78
+    below = [str(k) for k, ln in enumerate(lines) if min(json.loads(ln)["per_token_logps"]) < at]
+    assert below and len(below) < len(lines)
+    folder = data_root / "live-filtered"
+    folder.mkdir()
+    trace = folder / "proxy_trace.jsonl"
+    _append(trace, lines[0] + b"\n" + lines[1] + b"\n")
+    page.goto(f"{app_url}/?{urlencode({'source': 'live-filtered', 'follow': 1})}")
+    page.wait_for_function("document.querySelector('#status')?.textContent.includes('2 turns read')", timeout=60000)
+    box = page.locator("#f-low-at input")
+    box.fill(str(at))
+    box.press("Enter")
+    page.locator("#f-low input").check()
+    page.wait_for_function("document.querySelectorAll('#turn-list .virtual-row').length === 1", timeout=30000)
+    _append(trace, b"".join(ln + b"\n" for ln in lines[2:]))
+    page.wait_for_function(f"document.querySelector('#status')?.textContent.includes('{len(lines)} turns read')",
+                           timeout=30000)
+    page.wait_for_function(f"document.querySelectorAll('#turn-list .virtual-row').length === {len(below)}",
+                           timeout=30000)
+    listed = page.evaluate("[...document.querySelectorAll('#turn-list .virtual-row .first-column')]"
+                           ".map(c => c.textContent.trim())")
+    assert listed == below
+    assert page.locator("#f-low input").is_checked() and float(box.input_value()) == at
+    assert f"{len(below)} of {len(lines)} turns match" in page.locator("#turn-filter-note").text_content()
+    _turn_shown(page, int(below[-1]), 30)  # the newest call the filter lists
+    page.get_by_role("tab", name="Task & reward").click()
+    assert "reward unknown" in " ".join(page.locator("#task").text_content().split())
+    summary = json.loads((SAMPLE / "summary.json").read_bytes())
+    (folder / "summary.json").write_bytes((SAMPLE / "summary.json").read_bytes())  # the capture's last file
+    page.wait_for_function("t => document.querySelector('#task')?.textContent.replace(/\\s+/g, ' ')"
+                           ".includes(t)", arg=f"reward {summary['reward']:.3g}", timeout=30000)
+    assert summary["task_id"] in page.locator("#task").text_content()

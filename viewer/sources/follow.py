@@ -65,6 +65,7 @@ class Follower:
         self._limits = self.settings.limits()
         self._gone: list[int] = []  # bytes read by tails no longer followed (bytes_read stays a total)
         self._single_turns = False  # a single file found to hold turns entries, not proxy records
+        self._sides: tuple = ()  # (name, size, mtime) of a folder's side files at the last poll
 
     # ------------------------------------------------------------------ reading
     @property
@@ -131,9 +132,27 @@ class Follower:
                 self._entries = []
             self._entries.extend(recs)
             changed = changed or bool(recs) or restarted
+        # a folder's side files come late (a capture writes summary.json and the tests' outcome when it ends):
+        # a new or changed one is a new version, so the task, the reward and the checks that read them fill in
+        sides = self._side_stamps(files)
+        if sides != self._sides:
+            self._sides = sides
+            changed = True
         if changed:
             self.version += 1
         return changed
+
+    def _side_stamps(self, files: CaptureFiles) -> tuple:
+        if not self.folder:
+            return ()
+        out = []
+        for p in (files.task, files.visible_tests, files.held_out_tests, files.summary):
+            try:
+                st = p.stat() if p is not None else None
+            except OSError:  # removed between the listing and the stat: absent
+                st = None
+            out.append((p.name, st.st_size, st.st_mtime_ns) if st is not None else None)
+        return tuple(out)
 
     def _restart_trace(self) -> None:
         self._turns, self._ctx, self._history = [], Ctx(), SharedHistory()

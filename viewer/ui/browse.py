@@ -52,6 +52,8 @@ class Browse:
     open_staged: Any = None  # open_fn as a two-step async generator: tokens first, plots after (the page load uses it)
     view: Any = None  # gr.State: the visitor's own view settings (the IS mode and bounds: viewer/ui/rescores.py)
     followers: list = field(default_factory=list)  # panels that follow the selected turn (follow_turn)
+    filters: list = field(default_factory=list)  # the turn list's filters: trained box, low box, threshold, tool
+    handlers: Any = None  # BrowseHandlers (a followed source lists its new turns through the visitor's filters)
 
     def follow_turn(self, shown_js: str, fn, inputs: list, outputs: list, with_request: bool = False) -> None:
         """Run ``fn(*inputs) -> values for outputs`` (``request=`` the visitor's, if ``with_request``) when
@@ -306,7 +308,8 @@ def build(settings: Settings, store: RolloutStore) -> Browse:
 
     return Browse(key, turn, tabs, outputs, lambda *a, **k: resolve(h.deep_link(*a, **k)), h.show, turn_outputs,
                   lambda *a, **k: resolve(h.on_select_turn(*a, **k)), under_tokens, fast, shows,
-                  open_staged=staged(h.deep_link, defer, generator=True, inline=True), view=view_settings)
+                  open_staged=staged(h.deep_link, defer, generator=True, inline=True), view=view_settings,
+                  filters=[trained_only, low_only, low_at, tool_f], handlers=h)
 
 
 # The page asks for the panels' follow-up only when one is shown; the event is the carrier's click.

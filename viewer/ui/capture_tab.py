@@ -6,7 +6,8 @@ a reload (docs/GRADIO.md §4). While it runs, each tick also asks the shared fol
 folder (viewer/live.py, :func:`viewer.ui.live_view.live_values`): every call the proxy has recorded is
 in the turn list with its ids, logprobs and mask, the newest shown unless the visitor picked another,
 and the call in flight is said to be generating. When it ends, the finished folder is opened as any
-folder is (what is shown is what opening it shows).
+folder is (what is shown is what opening it shows). The timer pauses while the browser tab is hidden (the
+follow timer's visibility hook, viewer/ui/live_view.py) and runs again when it is shown.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ..config import Settings
 from ..layout import PROXY_TRACE, TRACE
 from ..live import LIVE
 from ..visitor import VisitorError, deep_link, job_id as valid_job_id
-from .live_view import live_values
+from .live_view import VISIBILITY_JS, live_values
 from .signin import space_sign_in
 
 __all__ = ["build", "progress_html", "form_spec"]
@@ -116,6 +117,11 @@ def build(settings: Settings, store, browse, demo=None) -> None:
             cancel = gr.Button("Cancel", variant="stop", elem_id="capture-cancel")
         progress = gr.HTML(progress_html(None, None), elem_id="capture-progress")
     timer = gr.Timer(1.0, active=False)
+    # the timer runs while a capture is watched and the page is seen: the visibility hook (live_view's, on a
+    # carrier of its own) stops it while the browser tab is hidden and starts it again when it is shown
+    watching = gr.Checkbox(False, visible=False)  # a capture is watched (until its finished view is opened)
+    hidden = gr.Checkbox(False, visible=False)  # document.hidden, put in by the hook's js
+    carrier = gr.HTML("", js_on_load=VISIBILITY_JS, elem_id="capture-visibility", apply_default_css=False)
 
     def _owner(request: gr.Request | None, profile=None) -> str:
         # who started a capture: the signed-in username in public mode (survives a reload), else
@@ -128,7 +134,7 @@ def build(settings: Settings, store, browse, demo=None) -> None:
     def start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
                       rescore_v, request, username: str = "", oauth_token: str = ""):
         def refuse(msg: str):
-            return gr.skip(), render.notice_html(msg, "error"), gr.Timer(active=False)
+            return gr.skip(), render.notice_html(msg, "error"), gr.Timer(active=False), gr.skip()
 
         d = check_start(settings, backend_v, public=public, username=username, oauth_token=oauth_token,
                         typed_token="" if public else (token_v or ""), endpoint=endpoint_v or "")
@@ -145,8 +151,8 @@ def build(settings: Settings, store, browse, demo=None) -> None:
             job_id = RUNNER.start(spec, owner=owner, max_wall_s=settings.capture_max_wall_s)
         except CaptureBusy as e:
             Path(spec.out).rmdir()  # made for this start, still empty
-            return gr.skip(), render.notice_html(str(e), "error"), gr.Timer(active=True)
-        return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
+            return gr.skip(), render.notice_html(str(e), "error"), gr.Timer(active=True), gr.skip()
+        return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True), True
 
     if oauth:
         def on_start(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v, pieces_v,
@@ -160,33 +166,34 @@ def build(settings: Settings, store, browse, demo=None) -> None:
             return start_capture(backend_v, model_v, endpoint_v, idx, deep, scr, instr, a_to, mtok, token_v, repo_v,
                                  pieces_v, rescore_v, request)
 
-    def on_tick(job_id, live, turn):
+    def on_tick(job_id, live, turn, *filters):
         snap = RUNNER.snapshot(job_id)
         skip = [gr.skip()] * len(browse.outputs)
         if snap is None:
-            return [progress_html(None, None), gr.Timer(active=False), gr.skip(), gr.skip()] + skip
+            return [progress_html(None, None), gr.Timer(active=False), gr.skip(), gr.skip(), False] + skip
         out = Path(snap["out"])
         if RUNNER.running(job_id):
-            live, values, tabs = live_capture(out, live, turn, snap.get("phase"))
-            return [progress_html(snap, job_id), gr.Timer(active=True), live, tabs] + values
+            live, values, tabs = live_capture(out, live, turn, snap.get("phase"), filters)
+            # (the timer left as the page has it: a tick answered after the tab was hidden must not restart it)
+            return [progress_html(snap, job_id), gr.skip(), live, tabs, gr.skip()] + values
         html = progress_html(snap, job_id)
         LIVE.forget(out)  # followed no longer: the finished folder opens as any folder does
         if snap.get("status") == "ok" and (out / TRACE).exists():
             try:
                 op = store.open(out)
-                return [html, gr.Timer(active=False), None, gr.skip()] + \
+                return [html, gr.Timer(active=False), None, gr.skip(), False] + \
                     list(browse.show_fn(op, None, f"Opened capture {out.name}"))
             except Exception as e:  # the capture is on disk; say why it did not open
                 html += render.notice_html(f"capture finished but could not be opened: {e}", "error")
-        return [html, gr.Timer(active=False), None, gr.skip()] + skip
+        return [html, gr.Timer(active=False), None, gr.skip(), False] + skip
 
-    def live_capture(out: Path, live, turn, phase):
+    def live_capture(out: Path, live, turn, phase, filters=()):
         """The calls recorded so far (the proxy's record file, read from where the last tick stopped)."""
         if not (out / PROXY_TRACE).is_file():
             return live, [gr.skip()] * len(browse.outputs), gr.skip()
         before = (live or {}).get("version") if (live or {}).get("path") == str(out) else None
         live, values = live_values(settings, store, browse, out, live, turn,
-                                   lambda ro, polled: _capture_note(ro, phase), min_turns=1)
+                                   lambda ro, polled: _capture_note(ro, phase), min_turns=1, filters=filters)
         new = live.get("version") is not None and live.get("version") != before
         # the first calls recorded switch to the Tokens tab; after that the visitor's tab is theirs
         return live, values, (gr.Tabs(selected="tokens") if new and before is None else gr.skip())
@@ -210,11 +217,11 @@ def build(settings: Settings, store, browse, demo=None) -> None:
     def load_job(job_id, owner: str):
         job_id = valid_job_id(job_id)
         if not job_id or RUNNER.get(job_id) is None:
-            return gr.skip(), gr.skip(), gr.Timer(active=False)
+            return gr.skip(), gr.skip(), gr.Timer(active=False), gr.skip()
         if public and RUNNER.owner(job_id) != owner:  # a public app shows a capture to its owner only
             return gr.skip(), render.notice_html("That capture belongs to another account.", "error"), \
-                gr.Timer(active=False)
-        return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True)
+                gr.Timer(active=False), gr.skip()
+        return job_id, progress_html(RUNNER.snapshot(job_id), job_id), gr.Timer(active=True), True
 
     if oauth:
         def on_cancel(job_id, request: gr.Request, profile: gr.OAuthProfile | None):
@@ -232,11 +239,18 @@ def build(settings: Settings, store, browse, demo=None) -> None:
 
     inputs = [backend, model, endpoint, task_index, deepcoder, scripted, instruction, agent_timeout, max_tokens, token,
               results_repo, pieces, rescore]
-    start.click(on_start, inputs, [job_state, progress, timer], concurrency_limit=1, concurrency_id="capture-start",
+    start.click(on_start, inputs, [job_state, progress, timer, watching], concurrency_limit=1, concurrency_id="capture-start",
                 api_visibility="private")
-    timer.tick(on_tick, [job_state, live_state, browse.turn], [progress, timer, live_state, browse.tabs]
-               + list(browse.outputs), api_visibility="private",
+    timer.tick(on_tick, [job_state, live_state, browse.turn, *getattr(browse, "filters", [])],
+               [progress, timer, live_state, browse.tabs, watching] + list(browse.outputs), api_visibility="private",
                show_progress="hidden", postprocess=False)  # browse.show_fn's values come serialised
     cancel.click(on_cancel, [job_state], [progress], api_visibility="private")
     if demo is not None:
-        demo.load(on_load, None, [job_state, progress, timer], api_visibility="private", show_progress="hidden")
+        demo.load(on_load, None, [job_state, progress, timer, watching], api_visibility="private",
+                  show_progress="hidden")
+
+    def on_visibility(is_watching, is_hidden):
+        return gr.Timer(active=bool(is_watching) and not is_hidden)
+
+    carrier.click(on_visibility, [watching, hidden], [timer], js="(w, h) => [w, document.hidden]",
+                  api_name="capture_visibility", api_visibility="private", show_progress="hidden")

@@ -5,7 +5,10 @@ server is busy: :func:`viewer.live.next_interval`); the page stops it while its 
 ``visibilitychange`` listener in :data:`VISIBILITY_JS`) and starts it again when the tab is shown. Each
 tick asks the shared follower (:data:`viewer.live.LIVE`: one read per new record whoever asks) for its
 version; a new version is opened in the store under a key of its own (shared by the room) and shown on the
-newest turn, unless the visitor has picked another turn since. No thread waits for a visitor: a tick
+newest turn while the visitor is on the newest one shown (a turn picked before it stays, until they come back
+to the newest: presenter mode's ← / → are the same buttons, so a room sees each call as it arrives); the
+visitor's turn-list filters stay (only the new turns they list are added). A folder's side files written late
+(summary.json, the tests) are a new version too (viewer/sources/follow.py). No thread waits for a visitor: a tick
 that finds nothing new answers at once with nothing to update. The Capture tab shows a running capture
 with the same :func:`live_values` (viewer/ui/capture_tab.py).
 """
@@ -51,10 +54,11 @@ def followed_path(settings: Settings, spec: str) -> tuple[Path | None, str]:
 
 
 def live_values(settings: Settings, store: RolloutStore, browse, path: Path, st: dict | None, turn: Any,
-                note, link: str = "", min_turns: int = 0) -> tuple[dict | None, list]:
+                note, link: str = "", min_turns: int = 0, filters: tuple | list = ()) -> tuple[dict | None, list]:
     """(the new follow state, values for ``browse.outputs``) after asking the shared follower of ``path``;
     the values are all skips when its version is the one shown (or it has under ``min_turns`` turns).
-    ``note(rollout, polled)`` says what is shown."""
+    ``note(rollout, polled)`` says what is shown; ``filters``: the visitor's turn-list filters (trained, low,
+    threshold, tool), kept from the second version on (only the new turns they list are added)."""
     st = dict(st or {}) if (st or {}).get("path") in (None, str(path)) else {}  # another source: start afresh
     st["path"] = str(path)
     polled = LIVE.poll(path, settings)
@@ -70,11 +74,44 @@ def live_values(settings: Settings, store: RolloutStore, browse, path: Path, st:
         return (held.pop() if held else LIVE.poll(path, settings).rollout), capture_dir
 
     op = store.open_shared(f"follow|{path.resolve()}|{polled.version}", read, link=link)
-    last = ro.turns[-1].index if ro.turns else None
-    picked = turn is not None and st.get("shown") is not None and turn != st.get("shown")
-    index = turn if picked and any(t.index == turn for t in ro.turns) else last
-    st.update(version=polled.version, shown=index, key=op.key)
-    return st, list(browse.show_fn(op, index, note(ro, polled)))
+    # the filters a visitor set on this source stay (an open clears them: a new rollout starts unfiltered)
+    keep = st.get("version") is not None and browse.handlers is not None and _filtered(*_listed_args(filters))
+    order = ([int(t) for t in browse.handlers.listed(op, *_listed_args(filters))["turn"]] if keep
+             else [t.index for t in ro.turns])
+    newest = order[-1] if order else (ro.turns[-1].index if ro.turns else None)
+    # the view follows the newest turn while the visitor is on the newest one shown (or on none): a turn
+    # picked before it (the turn list, ◀, a presenter's ←) stays, until they come back to the newest
+    on_newest = turn is None or st.get("newest") is None or turn == st.get("newest")
+    index = turn if not on_newest and any(t.index == turn for t in ro.turns) else newest
+    st.update(version=polled.version, shown=index, newest=newest, key=op.key)
+    values = list(browse.show_fn(op, index, note(ro, polled)))
+    if keep:
+        values = _kept_filters(browse, op, values, filters)
+    return st, values
+
+
+def _filtered(trained=False, low=False, at=None, tool=None) -> bool:
+    return bool(trained or low or tool not in (None, "", "(any)"))
+
+
+def _listed_args(filters) -> tuple:
+    trained, low, at, tool = (list(filters) + [False, False, None, None])[:4]
+    return trained, low, at, tool
+
+
+def _kept_filters(browse, op, values: list, filters) -> list:
+    """``values`` (an open's) with the visitor's filters left as they are: the turn list as they filter it
+    and its note, the tool filter's choices grown with its pick kept."""
+    from .browse_handlers import FILTERS, TOOLS
+
+    trained, low, at, tool = _listed_args(filters)
+    table, said = browse.handlers.on_filter(op.key, trained, low, at, tool)[:2]
+    values[next(i for i, c in enumerate(browse.outputs) if c is browse.handlers.slots.table)] = table
+    values[FILTERS:FILTERS + 3] = [gr.skip(), gr.skip(), said]
+    if tool not in (None, "", "(any)"):
+        tools = sorted({n for t in op.rollout.turns for n in t.tool_names})
+        values[TOOLS] = gr.Dropdown(choices=["(any)"] + tools, value=tool)
+    return values
 
 
 def _follow_note(ro, polled) -> str:
@@ -113,7 +150,7 @@ def build(settings: Settings, store: RolloutStore, browse, loaded) -> None:
     plots = [isinstance(c, gr.Plot) for c in browse.outputs]
     defer = settings.plot_defer_s
 
-    async def on_tick(st, turn):
+    async def on_tick(st, turn, *filters):
         """Tokens first, the plots ``plot_defer_s`` later (viewer/ui/staged.py's reason: drawing plotly
         blocks the page; a new call's tokens must not wait for it)."""
         if not st or not st.get("path"):
@@ -123,7 +160,7 @@ def build(settings: Settings, store: RolloutStore, browse, loaded) -> None:
         spec = st.get("spec", "")
         st2, values = await anyio.to_thread.run_sync(lambda: live_values(
             settings, store, browse, Path(st["path"]), st, turn, _follow_note,
-            link=urlencode({"source": spec, "follow": 1}) if spec else ""))
+            link=urlencode({"source": spec, "follow": 1}) if spec else "", filters=filters))
         # a slow answer to "anything new?" means a busy server (its workers are every visitor's): the page asks
         # less often; a tick that showed a new version did real work, so it leaves the period as it is
         idle = all(v == {"__type__": "update"} for v in values)
@@ -143,9 +180,10 @@ def build(settings: Settings, store: RolloutStore, browse, loaded) -> None:
         return gr.Timer(active=bool(is_following) and not is_hidden)
 
     outs = [state, timer] + list(browse.outputs)
-    loaded.then(on_load, None, [state, timer, browse.outputs[STATUS], following], api_visibility="private",
-                show_progress="hidden")
-    timer.tick(on_tick, [state, browse.turn], outs, api_visibility="private", show_progress="hidden",
+    loaded.then(on_load, None, [state, timer, browse.outputs[STATUS], following], api_name="follow_load",
+                api_visibility="private", show_progress="hidden")
+    timer.tick(on_tick, [state, browse.turn, *browse.filters], outs, api_name="follow_tick", api_visibility="private",
+               show_progress="hidden",
                postprocess=False, concurrency_id="browse", concurrency_limit=settings.browse_concurrency)
     carrier.click(on_visibility, [following, hidden], [timer], js="(f, h) => [f, document.hidden]",
-                  api_visibility="private", show_progress="hidden")
+                  api_name="follow_visibility", api_visibility="private", show_progress="hidden")

@@ -1,0 +1,108 @@
+"""The Capture tab's timer pauses while the browser tab is hidden (issue 39, point 3), in a real browser.
+
+A real capture job (the runner, the endpoint backend) is started from the Capture tab against a server that
+answers one byte every two seconds: the capture stays in its server phase, running, for the length of the
+test. The page's timer asks about it every second; while the tab is hidden (``visibilitychange``) it sends
+nothing, and it asks again once the tab is shown. The page's requests are counted as chromium sends them.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+HIDE = ("h => { Object.defineProperty(document, 'hidden', {value: h, configurable: true}); "
+        "document.dispatchEvent(new Event('visibilitychange')); }")
+
+
+class Trickle:
+    """An HTTP server that never finishes its answer: one byte of a status line every ``every`` seconds (each
+    read of the client's gets a byte, so no read times out)."""
+
+    def __init__(self, every: float = 2.0):
+        self.every, self.stop = every, threading.Event()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, OSError):
+                continue
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: socket.socket) -> None:
+        with conn:
+            for b in b"HTTP/1.1 200 OK\r\n":
+                if self.stop.wait(self.every):
+                    return
+                try:
+                    conn.send(bytes([b]))
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+
+
+def test_the_capture_timer_stops_while_the_tab_is_hidden(page, app, app_url):
+    from viewer.capture.runner import RUNNER  # the app runs in this process
+
+    demo = app[0]
+    tick = next(i for i, fn in demo.fns.items() if fn.api_name == "on_tick")  # the Capture tab's timer
+    asked: list[float] = []
+
+    def count(req) -> None:
+        if req.method == "POST" and "/queue/join" in req.url:
+            try:
+                body = req.post_data_json or {}
+            except ValueError:
+                return
+            if body.get("fn_index") == tick:
+                asked.append(time.monotonic())
+
+    page.on("request", count)
+    server = Trickle()
+    job = None
+    try:
+        page.goto(app_url + "/")
+        page.wait_for_function("document.querySelector('#token-view .ri-tv')?.dataset.painted > 0", timeout=60000)
+        page.get_by_role("tab", name="Capture").click()
+        page.locator("#capture-backend input").fill("endpoint")
+        page.keyboard.press("Enter")
+        page.locator("#capture-endpoint textarea, #capture-endpoint input").first.fill(server.url)
+        page.locator("#capture-start").click()
+        page.wait_for_function("document.querySelector('#capture-progress')?.textContent.includes('phase server')",
+                               timeout=60000)
+        job = next(j for j in list(RUNNER.jobs) if RUNNER.running(j) and server.url in str(RUNNER.jobs[j].spec.endpoint))
+        n = len(asked)
+        deadline = time.monotonic() + 10
+        while len(asked) < n + 2:  # shown: the timer asks every second
+            assert time.monotonic() < deadline, "the Capture tab's timer did not ask while the tab was shown"
+            page.wait_for_timeout(200)
+        page.evaluate(HIDE, True)
+        page.wait_for_timeout(1500)  # a tick already on its way may still be sent
+        before = len(asked)
+        page.wait_for_timeout(4000)  # an absence is only seen by waiting: four periods without a request
+        assert len(asked) == before, f"{len(asked) - before} requests while hidden"
+        assert RUNNER.running(job)  # still running: the timer stopped for the hidden tab, not for the end
+        page.evaluate(HIDE, False)
+        deadline = time.monotonic() + 10
+        while len(asked) <= before:  # shown again: it asks again
+            assert time.monotonic() < deadline, "the Capture tab's timer did not start again when shown"
+            page.wait_for_timeout(200)
+    finally:
+        server.close()  # the capture's endpoint check fails now: the job ends
+        if job is not None:
+            RUNNER.cancel(job)
+            RUNNER.wait(job, timeout=60)
