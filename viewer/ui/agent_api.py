@@ -21,7 +21,9 @@ MCP: ``launch(mcp_server=...)`` (:func:`mcp_on`: the ``mcp`` setting, ``VIEWER_M
 Gradio's own ``GRADIO_MCP_SERVER``). Gradio's MCP server makes a tool of *every* public endpoint, and this
 app's other ones are screen events that hold their state in the page (``gr.State``): to an agent they are
 noise that cannot work. :func:`lifespan` (FastAPI's, passed through ``launch(app_kwargs=...)``) keeps the
-MCP server's tools to :data:`TOOLS` once the server exists; tests/test_mcp.py lists them with a real client.
+MCP server's tools to :data:`TOOLS` once the server exists, through the Gradio seam (``mcp_tools``: Gradio
+has no public way to choose them; with the seam off every public endpoint is a tool, the five among them);
+tests/test_mcp.py lists them with a real client.
 Through MCP every agent is one client of the app (Gradio's MCP server calls the app with one
 ``gradio_client``), so in public mode all of them together hold one visitor's share of heavy events.
 """
@@ -40,6 +42,7 @@ import gradio as gr
 from ..config import Settings
 from ..visitor import bounded_int, bounded_text
 from ..visitor import source as visitor_source
+from . import seam
 from .fair import Busy, slot
 from .opening import link_spec, list_samples
 
@@ -70,11 +73,7 @@ def mcp_url(url: str) -> str:
 @contextlib.asynccontextmanager
 async def lifespan(app):
     """The app's start (FastAPI lifespan, after Gradio's MCP server was made): its tools are :data:`TOOLS`."""
-    blocks = app.get_blocks() if hasattr(app, "get_blocks") else None
-    server = getattr(blocks, "mcp_server_obj", None)
-    if server is not None:
-        server.tool_to_endpoint = {name: ep for name, ep in server.tool_to_endpoint.items()
-                                   if ep.lstrip("/") in TOOLS}
+    seam.mcp_tools_only(app, TOOLS)  # Gradio's MCP server has no public way to choose its tools
     yield
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import gradio as gr
 
 __all__ = ["ENTRIES", "NAMES", "WRITTEN_FOR", "enable", "is_on", "session_copy", "forget_session", "oauth_session",
-           "gradio_own"]
+           "mcp_tools_only", "gradio_own"]
 
 WRITTEN_FOR = "6.31.0"  # requirements.txt, pyproject.toml and the Space's sdk_version pin the same
 log = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ ENTRIES = (  # figures: bench/bench_seam.py, 2026-12-05, CPU per event without t
     Entry("session_copy", "a later open 1.04 → 0.41 ms (no update the visitor's copy already has)"),
     Entry("forget_session", "a closed tab's State (notes, decks, its dataset) goes at once, not 3,600 s later"),
     Entry("oauth_session", "Hub reads as the signed-in visitor, from the session only (no gr.OAuthToken parameter)"),
+    Entry("mcp_tools", "the MCP server lists the app's 5 agent tools, not every screen event (gr.State inputs)"),
 )
 NAMES = tuple(e.name for e in ENTRIES)
 
@@ -151,6 +152,18 @@ def oauth_session(request: Any) -> dict | None:
     session = scope.get("session") if isinstance(scope, dict) else None
     info = session.get(OAUTH_KEY) if isinstance(session, dict) else None
     return info if isinstance(info, dict) else None
+
+
+def mcp_tools_only(app: Any, names: tuple[str, ...]) -> bool:
+    """Keep the MCP server of the FastAPI ``app`` (Gradio's, started) to the endpoints ``names``: its
+    ``tool_to_endpoint`` map, which Gradio fills with every public endpoint and does not document. False (every
+    public endpoint stays a tool, as Gradio makes them) without an MCP server or with the seam off for the app."""
+    blocks = app.get_blocks() if hasattr(app, "get_blocks") else None
+    server = getattr(blocks, "mcp_server_obj", None) if is_on(blocks, "mcp_tools") else None
+    if server is None:
+        return False
+    server.tool_to_endpoint = {tool: ep for tool, ep in server.tool_to_endpoint.items() if ep.lstrip("/") in names}
+    return True
 
 
 # --------------------------------------------------------------------------- process-wide patches
