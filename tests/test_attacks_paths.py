@@ -164,7 +164,7 @@ def test_a_scan_table_pick_finds_its_rollout_by_the_shown_name(public_app):
     settings = Settings(public=True, data_root=str(root), capture_out_root=str(root / "captures"))
     store = RolloutStore(settings)
     op = store.open(root / "public" / "cap2")
-    entry = {"keys": {str(op.rollout.source): op.key}, "kept": {}}
+    entry = {"keys": {str(op.rollout.source): op.key}, "kept": {}, "trainers": {}}
     res = {"turns": [{"rollout": str(op.rollout.source), "turn": 1}], "errors": [], "source": str(root / "public")}
     shown = _shown_scan(res, entry, settings)
     assert shown["turns"][0]["rollout"] == "public/cap2" and shown["source"] == "public"
