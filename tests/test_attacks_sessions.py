@@ -206,11 +206,11 @@ def test_another_visitors_new_scans_do_not_take_a_running_scans_cancel(app):
     owner, other = Visitor(app.server), Visitor(app.server)
     assert call(app, owner, "new_scan").success  # the Scan button's first step (queue=False)
     started, answer, t = _stream(app, owner, "drift_scan",
-                                 [None, "folder of captures", "scan", "", SCANNED, None, "(all turns)", "local"])
+                                 [None, "folder of captures", "scan", "", SCANNED, None, "(all turns)", "local", "per turn"])
     assert started.wait(120), "the scan did not start"
     for _ in range(70):  # queue=False: outside any queue or limit
         assert call(app, other, "new_scan").success
-    assert not answer, "the scan ended before the other visitor's calls did: give it more captures (SCANNED)"
+    assert not answer, f"the scan ended before the other visitor's calls did: give it more captures (SCANNED): {str(answer)[:600]}"
     said = call(app, owner, "drift_cancel").output[0]
     assert "Cancelling" in said, said  # before: "No scan running." (the scan went on to its end)
     t.join(300)

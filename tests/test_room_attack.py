@@ -112,7 +112,7 @@ class App:
         assert self.call(v, "new_scan").success
         i = self.fn("drift_scan")
         return kit.stream_event(self.server.url, v, i, (self.deps[i].get("targets") or [[None]])[0][0],
-                                [None, "folder of captures", folder, "", limit, None, "(all turns)", "local"])
+                                [None, "folder of captures", folder, "", limit, None, "(all turns)", "local", "per turn"])
 
 
 def _end_session(url: str, session: str) -> None:
