@@ -73,6 +73,8 @@ def _missing_logprobs(ro: Rollout) -> Iterator[Hit]:
         if not n or not any(mask):
             continue
         lps = t.logprobs
+        if isinstance(lps, array) and len(lps) >= n:  # packed logprobs hold no gap (None): none missing
+            continue
         gaps = [j for j in range(n) if mask[j] and (j >= len(lps) or lps[j] is None)]
         if gaps:
             yield _out(t, "RI005", gaps[0], f"turn {t.index}: {len(gaps)} of {sum(mask)} trained tokens have no "
@@ -133,6 +135,8 @@ def _in_range(ids: Any, vocab: int) -> bool:
     ``min`` / ``max`` over an array build an int object per id, and every turn's prompt repeats the
     conversation so far, so this check was a third of linting a capture (the search index lints each one)."""
     if isinstance(ids, array) and ids.typecode in "ilq":
+        if vocab <= 1 << (8 * ids.itemsize - 1):  # read unsigned, a negative id is past any vocab: one max checks both ends
+            return bool(np.frombuffer(ids, dtype=f"u{ids.itemsize}").max() < vocab)
         a = np.frombuffer(ids, dtype=f"i{ids.itemsize}")
         return bool(a.min() >= 0 and a.max() < vocab)
     return min(ids) >= 0 and max(ids) < vocab

@@ -68,9 +68,16 @@ def _value(v: float) -> str:
     return "exactly 0.0" if v == 0 else f"the one value {v!r}"
 
 
-def _constant(t: Turn) -> Iterator[Hit]:
+def _split(t: Turn) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """A turn's finite logprobs on its trained and on its masked positions (its mask and packed logprobs
+    copied once for the three rules that read them)."""
     mask = t.loss_mask
-    vals = _finite(t.logprobs, [j for j, m in enumerate(mask) if m])
+    lps = t.logprobs.tolist() if isinstance(t.logprobs, array) else t.logprobs
+    return _finite(lps, [j for j, m in enumerate(mask) if m]), _finite(lps, [j for j, m in enumerate(mask) if not m])
+
+
+def _constant(t: Turn, vals: list[tuple[int, float]]) -> Iterator[Hit]:
+    """RI014 on one turn's trained values (``vals``: :func:`_split`)."""
     if not vals:
         return
     v, k = Counter(v for _, v in vals).most_common(1)[0]
@@ -84,11 +91,10 @@ def _constant(t: Turn) -> Iterator[Hit]:
                                         f"{_value(lp)}")
 
 
-def _constant_over_turns(ro: Rollout) -> Iterator[Hit]:
-    """RI014 on the rollout's trained tokens together, for replies too short to judge one by one (a
-    tool-calling agent's turns are often under 32 tokens): one value on >= 90% of >= 32 of them. A hit
-    per turn that holds the value, naming its tokens there."""
-    per_turn = [(t, _finite(t.logprobs, [j for j, m in enumerate(t.loss_mask) if m])) for t in ro.turns]
+def _constant_over_turns(per_turn: list[tuple[Turn, list[tuple[int, float]]]]) -> Iterator[Hit]:
+    """RI014 on the rollout's trained tokens together (``per_turn``: each turn's trained values), for replies
+    too short to judge one by one (a tool-calling agent's turns are often under 32 tokens): one value on
+    >= 90% of >= 32 of them. A hit per turn that holds the value, naming its tokens there."""
     counts = Counter(v for _, vals in per_turn for _, v in vals)
     total = sum(counts.values())
     if total < SHARE_N:
@@ -103,9 +109,8 @@ def _constant_over_turns(ro: Rollout) -> Iterator[Hit]:
                                        f"{k} of the rollout's {total} trained tokens")
 
 
-def _placeholders(t: Turn) -> Iterator[Hit]:
-    mask = t.loss_mask
-    vals = _finite(t.logprobs, [j for j, m in enumerate(mask) if not m])
+def _placeholders(t: Turn, vals: list[tuple[int, float]]) -> Iterator[Hit]:
+    """RI016 on one turn's masked values (:func:`_split`)."""
     if not vals:
         return
     floor = [j for j, v in vals if v <= PLACEHOLDER_MAX]
@@ -240,12 +245,13 @@ def _side_incomplete(ro: Rollout) -> Iterator[Hit]:
 
 def integrity_checks(ro: Rollout) -> Iterator[Hit]:
     """RI014, RI015 and RI016 over every turn, each hit naming its tokens; RI018 on the rollout."""
-    constant = [h for t in ro.turns if t.output_ids for h in _constant(t)]
-    yield from constant or _constant_over_turns(ro)
+    split = [(t, _split(t)) for t in ro.turns]
+    constant = [h for t, (trained, _) in split if t.output_ids for h in _constant(t, trained)]
+    yield from constant or _constant_over_turns([(t, trained) for t, (trained, _) in split])
     for t in ro.turns:
         if t.output_ids:
             yield from _block_mask(t)
-    for t in ro.turns:
+    for t, (_, masked) in split:
         if t.output_ids:
-            yield from _placeholders(t)
+            yield from _placeholders(t, masked)
     yield from _side_incomplete(ro)

@@ -4,12 +4,13 @@ and cancel), and count the hits per rule.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from viewer.config import Settings
-from viewer.layout import is_capture_dir
+from viewer.layout import TOKENIZER_DIR, is_capture_dir
 from viewer.rollout import Rollout
 
 from .checks import ids_out_of_vocab, rollout_checks
@@ -23,20 +24,68 @@ __all__ = ["lint_rollout", "lint_source", "VocabCache", "MAX_LISTED_HITS", "has_
 MAX_LISTED_HITS = 5000
 
 
+# a capture's own tokenizer/ compared byte for byte with those resolved before: at most this many files / bytes
+_SAME_FILES, _SAME_BYTES = 16, 64 << 20
+
+
 class VocabCache:
-    """Vocabulary size per (model, capture folder): one tokenizer load per model over a scan."""
+    """Vocabulary size per (model, capture folder): one tokenizer load per model over a scan.
+
+    Without an override or a derived view's tokenizer, a capture folder's tokenizer is chosen from its own
+    ``tokenizer/`` files alone, or from the model name when it has none. So a folder whose ``tokenizer/``
+    holds the same plain files, byte for byte, as one resolved before (a folder of copies of one capture)
+    gets that one's answer, and so does a folder without one for a model seen before: comparing the files
+    costs a tenth of the content hash resolving a folder does (1.5 MB of SmolLM2 files: 0.14 ms, 1.0 ms)."""
 
     def __init__(self, settings: Settings):
         self.settings, self._got = settings, {}  # type: dict[tuple[str | None, str | None], int | None]
+        self._same: list[tuple[str | None, tuple[tuple[str, bytes], ...], int | None]] = []
+        self._kept = 0
 
     def __call__(self, ro: Rollout, folder: Path | None) -> int | None:
         from viewer.tokenizer import tokenizer_for
 
         key = (ro.model, str(folder) if folder else None)
-        if key not in self._got:
+        if key in self._got:
+            return self._got[key]
+        files = self._own_files(ro, folder)
+        n = -1 if files is None else next((n for model, have, n in self._same if model == ro.model and have == files), -1)
+        if n == -1:
             tok = tokenizer_for(ro, self.settings, capture_dir=folder).tokenizer
-            self._got[key] = len(tok) if tok is not None else None
-        return self._got[key]
+            n = len(tok) if tok is not None else None
+            size = sum(len(b) for _, b in files or ())
+            if files is not None and self._kept + size <= _SAME_BYTES:
+                self._same.append((ro.model, files, n))
+                self._kept += size
+        self._got[key] = n
+        return n
+
+    def _own_files(self, ro: Rollout, folder: Path | None) -> tuple[tuple[str, bytes], ...] | None:
+        """The capture's ``tokenizer/`` as (name, bytes) of each file, when the tokenizer is chosen from those
+        alone: no override or derived view's tokenizer, a real folder (not a link) of plain files only, with
+        ``tokenizer.json``; () when it has no tokenizer of its own (``tokenizer/tokenizer.json``: the model's is
+        chosen). None otherwise (resolved the usual way)."""
+        from viewer.tokenizer import derived_with
+
+        if folder is None or derived_with(ro) or (getattr(self.settings, "tokenizer", "") or "").strip():
+            return None
+        d = folder / TOKENIZER_DIR
+        try:
+            if not (d / "tokenizer.json").is_file():  # (what makes it the capture's tokenizer folder)
+                return ()
+            if d.is_symlink():
+                return None
+            with os.scandir(d) as it:
+                entries = sorted((e for _, e in zip(range(_SAME_FILES + 1), it)), key=lambda e: e.name)
+            if len(entries) > _SAME_FILES or "tokenizer.json" not in {e.name for e in entries}:
+                return None
+            if not all(e.is_file(follow_symlinks=False) for e in entries):
+                return None
+            if sum(e.stat(follow_symlinks=False).st_size for e in entries) > _SAME_BYTES:
+                return None
+            return tuple((e.name, Path(e.path).read_bytes()) for e in entries)
+        except OSError:
+            return None
 
 
 def _capture_folder(ro: Rollout) -> Path | None:
