@@ -31,7 +31,7 @@ from viewer.sources.turnsfile import merge_turns_file
 from viewer.turns import classify_calls, derive_training
 from viewer.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
 
-__all__ = ["TRACE_NAMES", "TURNS_NAMES", "CaptureFiles", "find_capture_files", "read_capture",
+__all__ = ["TRACE_NAMES", "TURNS_NAMES", "CaptureFiles", "find_capture_files", "read_capture", "complete",
            "is_turns_record", "CaptureUnreadable"]
 
 _TURNS_KEYS = ("output_ids", "prompt_ids", "mask")
@@ -143,24 +143,25 @@ def _read(path: Path, files: CaptureFiles, fmt: str, settings: Settings) -> Roll
             ctx.add(turns_rs.label, "", "turns file has no entries", "warning")
     if not has_trace and not (turns_rs is not None and turns_rs.parsed):
         raise CaptureUnreadable(_join(ctx.problems))
-    derive_training(turns)
-    for i, t in enumerate(turns):
-        t.index = i
-    ro.turns = turns
-    ro.model = model_of(turns)
-
-    if files.task:
-        read_task(files.task, ro, ctx, max_mb)
-    if files.visible_tests:
-        read_visible_tests(files.visible_tests, ro, ctx, max_mb)
-    if files.held_out_tests:
-        read_held_out(files.held_out_tests, ro, ctx, max_mb)
-    if files.summary:
-        read_summary(files.summary, ro, ctx, max_mb)
+    complete(ro, turns, files, ctx, max_mb)
     ro.problems = ctx.problems
     read = (files.trace, files.turns, files.task, files.visible_tests, files.held_out_tests, files.summary)
     ro.origin = ro.origin.replace(files=tuple(p.name for p in read if p is not None))
     return ro
+
+
+def complete(ro: Rollout, turns: list, files: CaptureFiles, ctx: Ctx, max_mb: float) -> None:
+    """What every read of a capture ends with (here, and each version a follower assembles:
+    :mod:`viewer.sources.follow`): training derived, turns numbered, the model named, and the small side
+    files (task, tests, summary) read into ``ro``."""
+    derive_training(turns)
+    for i, t in enumerate(turns):
+        t.index = i
+    ro.turns, ro.model = turns, model_of(turns)
+    for side, read in ((files.task, read_task), (files.visible_tests, read_visible_tests),
+                       (files.held_out_tests, read_held_out), (files.summary, read_summary)):
+        if side is not None:
+            read(side, ro, ctx, max_mb)
 
 
 class _recognised:

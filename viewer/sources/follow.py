@@ -18,13 +18,12 @@ from typing import Any
 
 from viewer.config import Settings
 from viewer.rollout import Problem, Rollout, Turn
-from viewer.sources.capture import CaptureFiles, check_turn, find_capture_files, is_turns_record
+from viewer.sources.capture import CaptureFiles, check_turn, complete, find_capture_files, is_turns_record
 from viewer.sources.proxyrecord import Ctx, SharedHistory, turn_from_record
 from viewer.sources.recordtypes import decode_trace_record
-from viewer.sources.sidefiles import (model_of, read_held_out, read_summary, read_task, read_visible_tests)
 from viewer.sources.tail import Tail
 from viewer.sources.turnsfile import merge_turns_file
-from viewer.turns import classify_calls, derive_training
+from viewer.turns import classify_calls
 
 __all__ = ["Follower", "Tail", "followable"]
 
@@ -171,16 +170,8 @@ class Follower:
             turns = merge_turns_file(turns, self._entries, tt, ctx, has_trace=has_trace)
             for k, t in enumerate(turns):
                 check_turn(self._limits, t, k, f"{tt.label}: turn {k}")
-        derive_training(turns)
-        for i, t in enumerate(turns):
-            t.index = i
-        ro.turns, ro.model = turns, model_of(turns)
-        files = self._files()
-        max_mb = self.settings.max_file_mb
-        for path, read in ((files.task, read_task), (files.visible_tests, read_visible_tests),
-                           (files.held_out_tests, read_held_out), (files.summary, read_summary)):
-            if self.folder and path is not None:
-                read(path, ro, ctx, max_mb)  # small side files, read when a new version is assembled
+        files = self._files()  # (a single record file has no side files: only its own path is set)
+        complete(ro, turns, files, ctx, self.settings.max_file_mb)  # side files read when a version is assembled
         for tail in (self._trace, self._turns_tail):
             if tail is not None:
                 ctx.problems.extend(tail.problems)
