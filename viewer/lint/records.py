@@ -19,8 +19,9 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from viewer.config import Settings
-from viewer.layout import TOKENIZER_DIR, TRACE_NAMES
+from viewer.layout import TOKENIZER_DIR
 from viewer.rollout import Rollout
+from viewer.sources.capture import trace_file
 from viewer.sources.jsonio import size_problem
 from viewer.sources.jsonstream import open_records
 from viewer.sources.openai_wire import TOKEN_ID_PREFIX, token_id
@@ -341,8 +342,7 @@ def record_checks(ro: Rollout, folder: Path, settings: Settings) -> tuple[list[H
         hits.append(Hit("RI008", f"no {TOKENIZER_DIR}/ folder in {folder.name}"))
     else:
         hits.extend(_template_hit(ro, folder, local=not settings.public_mode()))
-    # the trace find_capture_files names (only it: the other capture files' stats are not needed here)
-    trace = next((folder / n for n in TRACE_NAMES if (folder / n).is_file()), None)
+    trace = trace_file(folder)
     checked: set[int] = set()
     if trace is None:
         return hits, checked

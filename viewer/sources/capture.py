@@ -31,7 +31,7 @@ from viewer.sources.turnsfile import merge_turns_file
 from viewer.turns import classify_calls, derive_training
 from viewer.layout import HELD_OUT_TESTS, SUMMARY, TASK, VISIBLE_TESTS
 
-__all__ = ["TRACE_NAMES", "TURNS_NAMES", "CaptureFiles", "find_capture_files", "read_capture", "complete",
+__all__ = ["TRACE_NAMES", "TURNS_NAMES", "CaptureFiles", "find_capture_files", "trace_file", "read_capture", "complete",
            "is_turns_record", "CaptureUnreadable"]
 
 _TURNS_KEYS = ("output_ids", "prompt_ids", "mask")
@@ -56,18 +56,21 @@ class CaptureFiles:
     summary: Path | None = None
 
 
+def _first(folder: Path, names: tuple[str, ...]) -> Path | None:
+    return next((folder / n for n in names if (folder / n).is_file()), None)
+
+
+def trace_file(folder: Path) -> Path | None:
+    """The trace :func:`find_capture_files` names, without looking for the other files (lint's raw checks)."""
+    return _first(folder, TRACE_NAMES)
+
+
 def find_capture_files(folder: Path) -> CaptureFiles:
     """Locate the capture files in ``folder`` (no parsing)."""
-    def first(names: tuple[str, ...]) -> Path | None:
-        for n in names:
-            if (folder / n).is_file():
-                return folder / n
-        return None
-
     def one(name: str) -> Path | None:
         return folder / name if (folder / name).is_file() else None
 
-    return CaptureFiles(folder, first(TRACE_NAMES), first(TURNS_NAMES), one(TASK),
+    return CaptureFiles(folder, trace_file(folder), _first(folder, TURNS_NAMES), one(TASK),
                         one(VISIBLE_TESTS), one(HELD_OUT_TESTS), one(SUMMARY))
 
 
