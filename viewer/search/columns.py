@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from viewer.groups import GROUP_KEYS  # the fields that name a GRPO group: the Groups tab's own list
 from viewer.rollout import Rollout, Turn
 
 __all__ = ["ROLLOUTS", "TURNS", "SEP", "rollout_key", "rollout_row", "turn_rows", "message_text", "token_pieces",
@@ -48,7 +49,6 @@ TURNS = pa.schema([
     ("text", _STR), ("ids", _STR), ("pieces", _STR), ("lps", pa.list_(pa.float32())), ("mask", _STR),
 ])
 
-_GROUP_KEYS = ("group", "group_id", "group_idx", "prompt_id", "prompt_uid", "uid")
 _STEP_KEYS = ("step", "global_step", "training_step", "iteration")
 
 
@@ -190,7 +190,7 @@ def rollout_row(rid: int, spec: str, stamp: str, r: Rollout, turns: list[dict[st
     reward = r.reward if r.reward is None or _finite(r.reward) else None
     return {"rid": rid, "spec": spec, "stamp": stamp, "source": r.source if row is None else spec, "row": row, "label": label,
             "format": r.format, "model": r.model, "agent": agent, "task": _task(r), "reward": reward,
-            "grp": _as_str(_first((summary, r.task), _GROUP_KEYS)), "step": _int(_first((summary, r.task), _STEP_KEYS)),
+            "grp": _as_str(_first((summary, r.task), GROUP_KEYS)), "step": _int(_first((summary, r.task), _STEP_KEYS)),
             "turns": len(turns), "tokens": sum(x["n_tok"] for x in turns), "trained": sum(x["trained"] for x in turns),
             "drifted": 0, "lost": 0, "causes": [], "lint": [],
             "tools": sorted({n for x in turns for n in x["tools"]}), "tokenizer": None,
