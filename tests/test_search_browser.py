@@ -154,10 +154,13 @@ def test_groups_side_by_side_and_the_walker_steps_through_siblings(page, app_url
                            timeout=60000)
     walker = page.locator("#grp-walker")
     walker.wait_for(state="visible", timeout=30000)
+    page.wait_for_function("document.querySelector('#grp-walk-line')?.textContent.includes('2 / 4')", timeout=60000)
     assert "2 / 4" in page.locator("#grp-walk-line").text_content()
     page.locator("#grp-next").click()
     page.wait_for_function(f"document.querySelector('#rollout-header')?.textContent.includes('row {first + 2}')",
                            timeout=60000)
+    # the header and the walker's line are two outputs of one event, painted one after the other: wait for the line
+    page.wait_for_function("document.querySelector('#grp-walk-line')?.textContent.includes('3 / 4')", timeout=60000)
     assert "3 / 4" in page.locator("#grp-walk-line").text_content() and walker.is_visible()
     page.locator("#grp-prev").click()
     page.locator("#grp-prev").click()
