@@ -4,7 +4,9 @@ set to a repeated placeholder in some copies), indexed by the drift scan and sea
 Each query's expected hits are worked out here from the raw files with plain ``json`` (the capture layout:
 ``trace.json`` records, ``kind: main`` = an agent turn whose index is the record's place in the list), never
 with our reader. Drift causes and lint rules are what the drift scan and the linter say (the index must agree
-with them); a prime-rl token export (written by prime-rl's own code) checks ``delta`` and ``ratio``.
+with them) and, where the raw files decide a rule or a cause, what the raw files say (missing tokenizer folders,
+placeholder logprobs on masked positions, added tokens spelled by sampled pieces); a prime-rl token export
+(written by prime-rl's own code) checks ``delta`` and ``ratio``.
 """
 from __future__ import annotations
 
@@ -230,6 +232,37 @@ def test_causes_and_lint_rules_are_the_scan_and_the_linter(built, folder, raw):
         want = {(Path(h["rollout"]).name, h["turn"] if h["turn"] is not None else raw[Path(h["rollout"]).name]
                  ["turns"][0]["turn"]) for h in linted["hits"] if h["rule"] == rule}
         assert _turn_set(_hits(folder, f"lint:{rule}")) == want, rule
+
+
+def test_lint_and_cause_hits_the_raw_files_decide(built, folder, raw):
+    """What the raw files alone decide, without the linter or the drift scan: RI008 (a copy with no
+    ``tokenizer/`` folder: a rollout-level hit, on its first agent turn), RI016 (a value <= -1000 on an output
+    position that the turns file's mask excludes: the placeholders ``_vary`` wrote), and special-token drift
+    where the sampled pieces spell an added token (the tokenizer's own added vocabulary, read by transformers)
+    more often than its id was sampled: ``cause:special_token`` holds those turns (it also holds the later
+    turns whose prompt re-rendered such a reply, which only the scan's classifier decides)."""
+    from transformers import AutoTokenizer
+
+    from viewer.tokenizer.bundled import QWEN3_DIR
+
+    no_tok = {(n, r["turns"][0]["turn"]) for n, r in raw.items() if not (folder / n / "tokenizer").is_dir()}
+    assert no_tok and _turn_set(_hits(folder, "lint:RI008")) == no_tok
+    placeholders = set()
+    for n in raw:
+        recs = json.loads((folder / n / "trace.json").read_text())
+        for row in json.loads((folder / n / "turns.json").read_text()):
+            k = next((i for i, r in enumerate(recs) if r.get("turn") == row["call"] and r.get("kind") == "main"), None)
+            pairs = zip(row.get("per_token_logps") or [], row.get("mask") or [])
+            if k is not None and any(v is not None and v <= -1000 and not m for v, m in pairs):
+                placeholders.add((n, k))
+    assert len(placeholders) == 3 * len([i for i in range(COPIES) if i % 7 == 3])
+    assert _turn_set(_hits(folder, "lint:RI016")) == placeholders
+    added = {"q": AutoTokenizer.from_pretrained(str(QWEN3_DIR)).get_added_vocab(),
+             "s": AutoTokenizer.from_pretrained(str(CAPTURES["s"] / "tokenizer")).get_added_vocab()}
+    added["o"] = added["q"]  # (capture_ours was recorded from Qwen3-4B: the same vocabulary)
+    spelled = {(n, t["turn"]) for n, r in raw.items() for t in r["turns"]
+               if any("".join(t["pieces"]).count(text) > t["ids"].count(i) for text, i in added[n[0]].items())}
+    assert spelled and spelled <= _turn_set(_hits(folder, "cause:special_token"))
 
 
 def test_facets_count_the_matching_rollouts_and_click_to_narrow(built, folder, raw):

@@ -179,6 +179,14 @@ class BytesColumn(_Column):
             return None
         return self.blob[self.starts[i]:self.starts[i + 1]]
 
+    def to_list(self) -> list[bytes | None]:
+        """Every position's value at once (the offsets read as one list, not an item lookup per position)."""
+        s, blob = self.starts.tolist(), self.blob
+        out: list[bytes | None] = [blob[a:b] for a, b in zip(s, s[1:])]
+        for i in self.missing:
+            out[i] = None
+        return out
+
     @property
     def nbytes(self) -> int:
         return len(self.blob) + self.starts.nbytes + 64 * len(self.missing)

@@ -64,7 +64,7 @@ class _Record(msgspec.Struct):
     completion_token_ids: Any = UNSET
     completion_tokens: Any = UNSET
     per_token_logps: Any = UNSET
-    prompt_token_ids: Any = UNSET
+    prompt_token_ids: msgspec.Raw | UnsetType = UNSET  # only counted here: see _counted
     loss_mask: Any = UNSET
     mask: Any = UNSET
 
@@ -83,8 +83,25 @@ def _decode_lean(buf: Any) -> dict[str, Any]:
     return _as_dict(_LEAN.decode(buf))
 
 
+_ID_TEXT = b"0123456789,- \t\r\n"  # what a flat JSON list of integers is written with, inside its brackets
+
+
+def _counted(raw: msgspec.Raw) -> Any:
+    """The prompt's ids as these rules read them: only how many there are (RI013). A flat list of integers
+    (only digits, signs, commas, whitespace and its brackets: valid JSON, checked by the decode) is counted by
+    its commas, as ``[None] * n``, instead of building thousands of ints (a third of this decode's time);
+    anything else is decoded generically."""
+    b = bytes(raw)
+    inner = b[1:-1]
+    if b[:1] == b"[" and b[-1:] == b"]" and not inner.translate(None, _ID_TEXT):
+        return [None] * (inner.count(b",") + 1 if inner.strip() else 0)
+    return msgspec.json.decode(b)
+
+
 def _as_dict(rec: _Record) -> dict[str, Any]:
     out = {k: v for k in _FIELDS if (v := getattr(rec, k)) is not UNSET}
+    if "prompt_token_ids" in out:
+        out["prompt_token_ids"] = _counted(out["prompt_token_ids"])
     if type(rec.logprobs) is _Content:
         out["logprobs"] = {"content": rec.logprobs.content}
     r = rec.response

@@ -138,7 +138,8 @@ class _Collect:
         from viewer.lint.run import VocabCache
 
         self.specs, self.stamps, self.settings, self.lint = set(specs), stamps, settings, lint
-        self.rollouts: list[tuple[Rollout, dict[str, Any], list[dict[str, Any]]]] = []
+        # (its row, its turns' rows) per rollout: the Rollout itself is let go as soon as its rows are taken
+        self.rollouts: list[tuple[dict[str, Any], list[dict[str, Any]]]] = []
         self.seen: dict[str, int] = {}
         self.errors: list[dict[str, str]] = []
         self.vocab = VocabCache(settings)
@@ -187,12 +188,12 @@ class _Collect:
             if t is not None and h.rule not in t["lint"]:
                 t["lint"].append(h.rule)
         row["lint"] = sorted(rules)
-        self.rollouts.append((r, row, turns))
+        self.rollouts.append((row, turns))
 
     def add_scan(self, recs: list[dict[str, Any]]) -> None:
         """The scan's per-turn records, in the order the rollouts were read: one per agent turn each."""
         at = 0
-        for r, row, turns in self.rollouts:
+        for row, turns in self.rollouts:
             mine = recs[at:at + len(turns)]
             at += len(turns)
             causes: set[str] = set()
@@ -301,8 +302,8 @@ def _build(source, settings: Settings, folder: Path, specs: list[str], progress,
     old_ro, old_tu = fill_rescored(index_path(source, settings), collect.rollouts, old_ro, old_tu, errors)
     tag = uuid.uuid4().hex[:12]
     files = {"rollouts": f"rollouts.{tag}.parquet", "turns": f"turns.{tag}.parquet"}
-    n_ro = _write(folder / files["rollouts"], ROLLOUTS, [row for _, row, _ in collect.rollouts], old_ro)
-    n_tu = _write(folder / files["turns"], TURNS, [t for _, _, ts in collect.rollouts for t in ts], old_tu)
+    n_ro = _write(folder / files["rollouts"], ROLLOUTS, [row for row, _ in collect.rollouts], old_ro)
+    n_tu = _write(folder / files["turns"], TURNS, [t for _, ts in collect.rollouts for t in ts], old_tu)
     collect.rollouts.clear()
     seconds = time.perf_counter() - t0
     new_meta = {"version": VERSION, "source": str(source), "files": files, "rollouts": n_ro, "turns": n_tu,

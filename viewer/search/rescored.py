@@ -226,12 +226,12 @@ def _fill_tables(ro: pa.Table, tu: pa.Table | None, figs: dict) -> tuple[pa.Tabl
     return ro, tu
 
 
-def fill_index(index_folder: str | Path, new: list[tuple[Any, dict[str, Any], list[dict[str, Any]]]],
+def fill_index(index_folder: str | Path, new: list[tuple[dict[str, Any], list[dict[str, Any]]]],
                old_ro: pa.Table | None, old_tu: pa.Table | None,
                errors: list[dict[str, str]]) -> tuple[pa.Table | None, pa.Table | None]:
     """The index build's rows with the saved rescore of the source indexed at ``index_folder`` applied, when there is
     one (:func:`beside`): ``new`` (the rollouts
-    just read: (rollout, its row, its turn rows), changed in place) and the rows copied from the last build
+    just read: (its row, its turn rows), changed in place) and the rows copied from the last build
     (returned). A rescore file that cannot be read is named in ``errors`` and the index is built without it."""
     path = beside(index_folder)
     if not path.is_file():
@@ -241,7 +241,7 @@ def fill_index(index_folder: str | Path, new: list[tuple[Any, dict[str, Any], li
     except RescoreFileError as e:
         errors.append({"source": str(path), "error": e.message})
         return old_ro, old_tu
-    for _, row, turns in new:
+    for row, turns in new:
         got = figs.get(rollout_key(row["source"], row["row"], row["label"]))
         if got is not None:
             _fill_rows(row, turns, got)
