@@ -7,7 +7,8 @@ that finishes fills the table's ``|Δ|`` (mean |trainer − sampler| over a roll
 ``max ratio`` (its largest exp(trainer − sampler)) columns, sorts the table by ``|Δ|``, largest first, and is
 saved beside the dataset's search index (:func:`viewer.search.rescored.beside`), where the next index build
 takes its figures (``delta>0.5``, ``ratio>2``). A cancelled run keeps nothing: its finished rollouts are shown
-in the ranking below, said to be partial, and neither the table nor the saved rescore changes.
+in the ranking below, said to be partial, and neither the table nor the saved rescore changes. The ranking names
+each rollout's row of the dataset, and a click on one opens it on the Tokens tab, as a click in the table does.
 
 Who may run it follows the rescore panel (:mod:`.rescore_panel`): in public mode only the built-in capture
 models (a typed folder or Hub name, or "each rollout's own model", would have the server load what a visitor
@@ -16,6 +17,7 @@ forward pass at a time on this machine (the panel's ``rescore`` queue).
 """
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -35,11 +37,12 @@ from .session import Run, run_of
 __all__ = ["build", "DatasetRescore", "EACH_MODEL", "RANK_COLUMNS"]
 
 EACH_MODEL = "(each rollout's model)"
-RANK_COLUMNS = ["rollout", "mean |Δ|", "max |Δ|", "max ratio", "min ratio", "trained tokens"]
+RANK_COLUMNS = ["row", "rollout", "mean |Δ|", "max |Δ|", "max ratio", "min ratio", "trained tokens"]
 
 
-def build(settings: Settings, w: Any, h: Any) -> SimpleNamespace:
-    """Place the control under the Datasets table (``w``: its widgets, ``h``: its handlers) and wire it."""
+def build(settings: Settings, w: Any, h: Any, browse: Any) -> SimpleNamespace:
+    """Place the control under the Datasets table (``w``: its widgets, ``h``: its handlers, ``browse``: the Tokens
+    screen a row opens on) and wire it."""
     with gr.Accordion("Rescore dataset (trainer-side logprobs of every rollout, ranked by |Δ|)", open=False,
                       elem_id="ds-rescore-panel"):
         with gr.Row(equal_height=True):
@@ -55,13 +58,22 @@ def build(settings: Settings, w: Any, h: Any) -> SimpleNamespace:
                               wrap=False)
     run_id = gr.State(None)
     r = DatasetRescore(settings)
-    # queued (not unqueued: those are the known lookups, tests/test_attacks_fairness.py) with no limit: at once
-    run.click(r.new_run, None, run_id, api_name="ds_rescore_new", concurrency_limit=None, show_progress="hidden").then(
+    # queued (not unqueued: those are the known lookups, tests/test_attacks_fairness.py) with no limit: at once.
+    # The button is off until the run and its page are done: a second click replaced the session's run, so Cancel
+    # stopped the queued second run while the first went on to the end (and the second then rescored it all again)
+    run.click(r.on_start, None, [run_id, run], api_name="ds_rescore_new", concurrency_limit=None,
+              show_progress="hidden").then(
         r.on_run, [run_id, w.key, model], [status, ranked, w.sort, w.desc], api_name="ds_rescore",
         concurrency_id="rescore", concurrency_limit=1, show_progress_on=[status]).then(
-        h.on_filter, [w.key] + w.filters, w.page_outputs, api_name="ds_rescore_page")  # the table, re-sorted
+        h.on_filter, [w.key] + w.filters, w.page_outputs, api_name="ds_rescore_page").then(  # the table, re-sorted
+        r.on_idle, None, run, api_name="ds_rescore_idle", api_visibility="private", concurrency_limit=None,
+        show_progress="hidden")  # (a then runs whether or not the step before it failed)
     cancel.click(r.on_cancel, [run_id], status, api_name="ds_rescore_cancel", concurrency_limit=None,
                  show_progress="hidden")
+    # the ranking is where the answer is on screen (the table's |Δ| column is far right): a click opens that row,
+    # through the table's own handler (its first column is the row, as the table's is)
+    ranked.select(h.on_table_select, [w.key, browse.view], list(browse.outputs) + [browse.tabs, w.status],
+                  api_name="ds_rescore_open", api_visibility="private", **browse.shows)
     return SimpleNamespace(model=model, run=run, cancel=cancel, status=status, ranked=ranked, run_id=run_id)
 
 
@@ -84,6 +96,16 @@ class DatasetRescore:
     @staticmethod
     def new_run() -> Run:
         return Run()
+
+    @staticmethod
+    def on_start() -> list:
+        """The button's first step: a new run for Cancel to stop, and the button off while it runs."""
+        return [Run(), gr.update(interactive=False)]
+
+    @staticmethod
+    def on_idle() -> Any:
+        """The button's last step: on again."""
+        return gr.update(interactive=True)
 
     @staticmethod
     def on_cancel(rid) -> str:
@@ -182,10 +204,24 @@ def _ranked(figs: dict[str, dict[str, Any]], src: Any, settings: Settings) -> li
     """The ranking's rows, largest mean |Δ| first (a rollout without one last); a folder of captures names each
     rollout as its table does, a data file's row as a visitor is shown its path."""
     short = {f: r["rollout"] for f, r in zip(src.folders, src.rows)} if isinstance(src, CaptureSet) else {}
-    rows = [{"rollout": short.get(n) or shown_text(n, settings), "mean |Δ|": f["mean_abs_delta"], "max |Δ|": f["max_abs_delta"],
-             "max ratio": f["max_ratio"], "min ratio": f["min_ratio"], "trained tokens": f["tokens"]}
+    at = {f: i for i, f in enumerate(src.folders)} if isinstance(src, CaptureSet) else None
+    rows = [{"row": _row_of(n, at, src), "rollout": short.get(n) or shown_text(n, settings),
+             "mean |Δ|": f["mean_abs_delta"], "max |Δ|": f["max_abs_delta"], "max ratio": f["max_ratio"],
+             "min ratio": f["min_ratio"], "trained tokens": f["tokens"]}
             for n, f in figs.items()]
     return sorted(rows, key=lambda r: (r["mean |Δ|"] is None, -(r["mean |Δ|"] or 0.0)))
+
+
+def _row_of(name: str, at: dict[str, int] | None, src: Any) -> int | str:
+    """The dataset's row of the rollout the rescore named ``name`` (what the table's ``row`` column says and a click
+    opens): a folder of captures' by its folder (``at``: folder -> row), a data file's from the reader's
+    ``<file> row N`` source, a lone capture's 0; "" when there is none (a click then asks for a row)."""
+    if at is not None:
+        return at.get(name, "")
+    m = re.search(r" row (\d+)$", name)
+    if m:
+        return int(m.group(1))
+    return 0 if getattr(src, "is_capture", False) else ""
 
 
 def _first_error(errors: list[dict[str, str]]) -> str:

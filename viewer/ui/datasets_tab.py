@@ -82,7 +82,7 @@ def build(settings: Settings, store, browse) -> SimpleNamespace:
     view_outputs = list(browse.outputs) + [browse.tabs, w.status]
     w.row_btn.click(h.open_row, [w.key, w.row_no, browse.view], view_outputs, api_name="ds_open_row", **browse.shows)
     w.table.select(h.on_table_select, [w.key, browse.view], view_outputs, api_visibility="private", **browse.shows)
-    dataset_rescore.build(settings, w, h)  # Rescore dataset: fills |Δ| / max ratio, saved for search
+    dataset_rescore.build(settings, w, h, browse)  # Rescore dataset: fills |Δ| / max ratio, saved for search
     return SimpleNamespace(widgets=w, handlers=h)
 
 
