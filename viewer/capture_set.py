@@ -26,9 +26,9 @@ __all__ = ["CAPTURE_SET_COLUMNS", "ROLLUP_COLUMNS", "CAPTURE_SET_SORTS", "Captur
            "open_capture_set", "per_rollout", "rollup_rows", "trainer_hook", "trainer_name", "rollout_facts"]
 
 # the Datasets tab's table for a folder of captures (``row`` first: a click opens that row)
-# (the task last: its text is wide, and the figures a reader sorts by stay on screen)
-CAPTURE_SET_COLUMNS = ["row", "rollout", "agent", "model", "reward", "turns", "tokens", "drifted turns", "causes",
-                       "losing gradient", "trainer", "|Δ|", "max ratio", "task"]
+# (the causes and the task last: their text is wide, and the figures a reader sorts by stay on screen)
+CAPTURE_SET_COLUMNS = ["row", "rollout", "agent", "model", "reward", "turns", "tokens", "drifted turns",
+                       "losing gradient", "trainer", "|Δ|", "max ratio", "causes", "task"]
 # the Drift scan's per-rollout view (``rollout`` first: a click opens it, as in the per-turn view)
 ROLLUP_COLUMNS = ["rollout", "trainer", "turns", "drifted turns", "causes", "forked rows", "losing gradient"]
 CAPTURE_SET_SORTS = ("drifted turns", "losing gradient", "|Δ|", "max ratio", "tokens")
