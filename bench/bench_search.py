@@ -143,10 +143,12 @@ def main() -> None:
         folder = make_folder(Path(tmp), args.rollouts)
         scan_source(folder, settings, workers=args.workers)  # tokenizers loaded, files in the page cache
         scans, builds, bare = [], [], []
-        for _ in range(args.repeat):
-            scans.append(_timed(lambda: scan_source(folder, settings, workers=args.workers)))
-            builds.append(_timed(lambda: build_index(folder, settings, workers=args.workers, rebuild=True)))
-            bare.append(_timed(lambda: build_index(folder, settings, workers=args.workers, rebuild=True, lint=False)))
+        runs = [(scans, lambda: scan_source(folder, settings, workers=args.workers)),
+                (builds, lambda: build_index(folder, settings, workers=args.workers, rebuild=True)),
+                (bare, lambda: build_index(folder, settings, workers=args.workers, rebuild=True, lint=False))]
+        for k in range(args.repeat):  # the order rotated each round: no measure always runs first or last
+            for out, fn in runs[k % 3:] + runs[:k % 3]:
+                out.append(_timed(fn))
         sw, sc = statistics.median(x[0] for x in scans), statistics.median(x[1] for x in scans)
         bw, bc = statistics.median(x[0] for x in builds), statistics.median(x[1] for x in builds)
         nw, nc = statistics.median(x[0] for x in bare), statistics.median(x[1] for x in bare)
