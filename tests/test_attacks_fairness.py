@@ -36,7 +36,7 @@ QUEUE_SIZE = 16      # queue_size for the app under test: above what the other t
 #                      and a visitor; with 4 a busy machine refused their events), below what the bound test sends
 # lookups and Cancels only; groups_follow: whether the sibling walker still matches the rollout on screen (one
 # isinstance and one comparison of two keys, viewer/ui/groups_tab.py GroupHandlers.on_key)
-UNQUEUED = {"new_scan", "costs", "drift_cancel", "new_run", "rescore_cancel", "groups_follow"}
+UNQUEUED = {"new_scan", "costs", "drift_cancel", "new_run", "rescore_cancel", "groups_follow", "rescore_idle"}
 
 
 def _big_capture(dest: Path, k: int = BIG_TOKENS) -> Path:

@@ -160,7 +160,8 @@ def test_cancel_stops_the_rescore_and_keeps_nothing(tmp_path):
     s = _settings(tmp_path)
     h, held = _opened(s)
     r = DatasetRescore(s)
-    run = r.new_run()
+    run, off = r.on_start()  # (the button's first step: the run Cancel stops, and the button off)
+    assert off.get("interactive") is False
     seen: list = []
     # the Cancel button's handler, pressed once the first rollout is done
     said = []

@@ -94,10 +94,6 @@ class DatasetRescore:
         self.settings = settings
 
     @staticmethod
-    def new_run() -> Run:
-        return Run()
-
-    @staticmethod
     def on_start() -> list:
         """The button's first step: a new run for Cancel to stop, and the button off while it runs."""
         return [Run(), gr.update(interactive=False)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import gradio as gr
 import pandas as pd
@@ -66,10 +67,14 @@ def build(settings: Settings, store, browse) -> None:
     h = RescoreHandlers(settings, store, browse, w.outs)
     outs = w.outs
     turn_outs = outs + list(browse.turn_outputs) + [browse.view]  # + the visitor's view settings
-    w.run.click(new_run, None, w.run_id, api_visibility="private", queue=False).then(
+    # the button is off from its click until the run ends: a second click replaced the session's run, so Cancel
+    # stopped the queued second run while the first went on (the Datasets tab's Rescore dataset had the same)
+    w.run.click(new_run, None, [w.run_id, w.run], api_visibility="private", queue=False).then(
         h.on_run, [w.run_id, browse.key, browse.turn, w.model, w.trainer, w.is_mode, w.is_min, w.is_max], turn_outs,
         api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False,
-        show_progress_on=[w.summary])  # one progress bar, on the panel (not on each of its outputs)
+        show_progress_on=[w.summary]).then(  # one progress bar, on the panel (not on each of its outputs)
+        rescore_idle, None, w.run, api_visibility="private", queue=False,
+        show_progress="hidden")  # (a then runs whether or not the step before it failed)
     w.cancel.click(on_cancel, [w.run_id], w.summary, api_name="rescore_cancel", queue=False)
     # The panel is filled while it is open: when it opens, and on a new rollout or turn while it is (a
     # turn switch asks only then, in one event with the other panels': browse.wire_turn_followers).
@@ -243,9 +248,14 @@ class RescoreHandlers:
         return [True] + self.panel(key, index, mode, lo, hi, _session(request))
 
 
-def new_run() -> Run:
-    """The session's own Cancel (viewer/ui/session.py): no server table to fill or evict."""
-    return Run()
+def new_run() -> list:
+    """The session's own Cancel (viewer/ui/session.py: no server table to fill or evict), and the button off."""
+    return [Run(), gr.update(interactive=False)]
+
+
+def rescore_idle() -> Any:
+    """The button on again, after the run (finished, failed or cancelled)."""
+    return gr.update(interactive=True)
 
 
 def on_cancel(rid):
