@@ -189,6 +189,29 @@ def test_real_lines_take_the_fast_path():
     for path in REAL:
         for raw in path.read_bytes().splitlines():
             assert _check(raw) == "fast", path.name
+            assert atropos_lines._placed(raw) is not None, path.name  # counted without decoding the masks
+
+
+def test_lines_edited_inside_their_lists_are_counted_as_json_reads_them():
+    """The quick count (masks compared with the tokens' text, not decoded) on lines it takes, each edited
+    at a random place in its lists or anywhere: json's answer, or the row layer's decode."""
+    rng = random.Random(11)
+    lines = [raw for path in REAL for raw in path.read_bytes().splitlines()]
+    while len(lines) < 60:
+        raw = _line(rng)
+        if atropos_lines._placed(raw) is not None:
+            lines.append(raw)
+    paths = []
+    for _ in range(3000):
+        raw = bytearray(rng.choice(lines))
+        a, b, c, d = atropos_lines._placed(bytes(raw))[1]
+        for _ in range(rng.randrange(1, 3)):
+            lo, hi = rng.choice([(a, b), (c, d), (0, len(raw))])
+            i = rng.randrange(lo, min(hi + 1, len(raw)))
+            ch = b',[] -0123456789"x{}:\\'[rng.randrange(20):][:1]
+            raw[i:i + rng.randrange(0, 2)] = ch if rng.random() < 0.7 else b""
+        paths.append(_check(bytes(raw)))
+    assert min(paths.count(p) for p in ("fast", "decoded", "refused")) > 100
 
 
 def _rollouts_by_json(raw: bytes, label: str, row0: int) -> list:

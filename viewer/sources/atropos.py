@@ -62,6 +62,8 @@ GROUP_FIELDS = ("group_overrides", "generation_params")
 ROLES = {"agent": "assistant", "environment": "user"}  # an environment's observation answers no tool call
 SMALL = 2000  # an extra field shown in the task panel when its JSON is at most this long
 _ORIGIN = TurnOrigin(mask_source="record", kind_source="rule")  # every rollout's (frozen: one is shared)
+_KEEP = ("tool_calls", "tool_call_id", "name", "reasoning_content")  # message keys kept beside role and content
+_JSON = json.JSONEncoder(default=str)  # json.dumps(v, default=str), without building an encoder per call
 
 
 # --------------------------------------------------------------------------- detection and expansion
@@ -146,23 +148,22 @@ def expand(group: dict[str, Any], firsts: list[int | None] | None = None) -> lis
     extras = {k: v for k, v in group.items() if k not in PER_SEQUENCE and k not in GROUP_FIELDS}
     info = {"size": size, "key": key, "scores": group.get("scores"), "shared_prefix": shared,
             "mismatched": mismatched}
-    columns = [(k, v if isinstance(v, list) else None) for k in PER_SEQUENCE for v in [group.get(k)]]
-    group_wide = {k: group.get(k) for k in GROUP_FIELDS}
+    # every sub-row: the per-sequence keys (None where the line has no entry), then the group-wide ones
+    base = dict.fromkeys(PER_SEQUENCE) | {k: group.get(k) for k in GROUP_FIELDS}
+    columns = [(k, v) for k in PER_SEQUENCE if isinstance(v := group.get(k), list)]
+    firsts = firsts if firsts is not None else [None] * size
     out = []
     for i in range(size):
-        sub: dict[str, Any] = {k: v[i] if v is not None and i < len(v) else None for k, v in columns}
-        sub.update(group_wide)
+        sub = base.copy()
+        for k, v in columns:
+            if i < len(v):
+                sub[k] = v[i]
         # An environment's own field: a list of G entries is taken as per sequence, anything else per group.
-        sub["extra"] = {k: _entry(v, i) if isinstance(v, list) and len(v) == size else v for k, v in extras.items()}
-        sub[GROUP] = {**info, "index": i}
-        if firsts is not None and firsts[i] is not None:
-            sub[GROUP]["first_trained"] = firsts[i]
+        sub["extra"] = {k: v[i] if isinstance(v, list) and len(v) == size else v
+                        for k, v in extras.items()} if extras else {}
+        sub[GROUP] = {**info, "index": i} if firsts[i] is None else {**info, "index": i, "first_trained": firsts[i]}
         out.append(sub)
     return out
-
-
-def _entry(value: Any, i: int) -> Any:
-    return value[i] if isinstance(value, list) and i < len(value) else None
 
 
 def expand_line(raw: bytes, spans: Any) -> list[dict[str, Any]] | None:
@@ -251,19 +252,24 @@ def _messages(conv: Any, where: _Where, problems: list[Problem]) -> tuple[list[d
         return [], None
     out = []
     for j, m in enumerate(conv):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+        if not isinstance(m, dict) or not isinstance(given := m.get("role"), str):
             problems.append(Problem(where.label, where(f".messages[{j}]"), "not a message with a role; skipped",
                                     "warning"))
             continue
-        role = ROLES.get(m["role"], m["role"])
+        role = ROLES.get(given, given)
         if role not in ("system", "user", "assistant", "tool"):
             problems.append(Problem(where.label, where(f".messages[{j}].role"),
-                                    f"unknown role {m['role']!r}; shown as user", "warning"))
+                                    f"unknown role {given!r}; shown as user", "warning"))
             role = "user"
-        msg = {k: v for k, v in m.items() if k in ("tool_calls", "tool_call_id", "name", "reasoning_content")}
         content = m.get("content")
-        msg.update(role=role, content=content if isinstance(content, str) else text_of(content))
-        out.append(msg)
+        if type(content) is not str:
+            content = text_of(content)
+        if len(m) > 2:  # the keys kept, in the message's order, then role and content
+            msg = {k: v for k, v in m.items() if k in _KEEP}
+            msg["role"], msg["content"] = role, content
+            out.append(msg)
+        else:
+            out.append({"role": role, "content": content})
     return out, None
 
 
@@ -275,12 +281,16 @@ def trains_last_message(conv: Any, t: Turn, where: _Where, problems: list[Proble
     tokenising (the Rubik's cube environment does) trains the model on the environment's text."""
     last = conv[-1] if isinstance(conv, list) and conv and isinstance(conv[-1], dict) else None
     role = last.get("role") if last else None
-    if role is None or role in ("assistant", "agent") or not t.trained or not t.loss_mask[-1]:
+    if role is None or role in ("assistant", "agent") or not t.trained:
+        return
+    mask = t.mask  # Turn.loss_mask, without building its list where the mask is packed 0/1 over the output
+    packed = getattr(mask, "typecode", None) == "b" and len(mask) == len(t.output_ids)
+    if not (mask[-1] if packed else t.loss_mask[-1]):
         return
     problems.append(Problem(where.label, where(".masks"),
                             f"the conversation ends with a message of role {role!r} and the sequence's last tokens are "
-                            f"trained: with Atropos' last-turn masking the {t.trained_tokens} trained tokens are "
-                            "that message, not the model's reply", "warning"))
+                            f"trained: with Atropos' last-turn masking the {mask.count(1) if packed else t.trained_tokens} "
+                            "trained tokens are that message, not the model's reply", "warning"))
 
 
 def _split(ids: list[int], masks: list[Any]) -> tuple[int, list[int]]:
@@ -302,7 +312,8 @@ def _task(row: dict[str, Any], grp: dict[str, Any], text: str | None) -> dict[st
                  if row.get(k) is not None]
     big = []
     for k, v in (row.get("extra") or {}).items():
-        if len(json.dumps(v, default=str)) <= SMALL:
+        if v is None or type(v) in (float, bool) or (type(v) is int and v.bit_length() < 6600) \
+                or len(_JSON.encode(v)) <= SMALL:  # (such a number's JSON is at most 2000 characters)
             task[k] = v
         else:
             big.append(k)

@@ -9,7 +9,10 @@ of ``json.load``'s time on such a file (issue 35). Here:
   the line. The decode checks the whole line's syntax, so a line it takes is one ``json.loads`` takes
   too, with as many sequences; what it cannot vouch for (invalid UTF-8 in a string, whose bytes the
   skip does not check; an integer too long for Python's json) and anything it refuses answer None:
-  the row layer then decodes that line as ever.
+  the row layer then decodes that line as ever. Where the masks are what ``tokenize_for_trainer``
+  writes (``-100`` k times, then the tokens' own text), the masks list is found in the text and
+  compared with the tokens' text instead of being decoded, and the tokens' shared prompt is checked
+  once (:func:`_placed`): the decode, whose cost is the numbers, then skips less than half of them.
 * :func:`group` (of a line :func:`count` took, with its spans) decodes the line with those lists cut
   out (``null`` in their place: the strings and scores, at msgspec's speed) and parses each list's text
   with numpy, no Python int built: the tokens of the whole group in one pass, the prefix all sequences
@@ -25,6 +28,7 @@ values and messages.
 from __future__ import annotations
 
 from array import array
+from codecs import utf_8_decode
 from typing import Any
 
 import msgspec
@@ -48,47 +52,104 @@ class _Seqs(msgspec.Struct):
 _SEQS = msgspec.json.Decoder(_Seqs)
 
 
+class _Placed(msgspec.Struct):
+    tokens: msgspec.Raw
+    masks: msgspec.Raw
+
+
+_PLACED = msgspec.json.Decoder(_Placed)
+_ARRAYS = msgspec.json.Decoder(list[msgspec.Raw])  # checks each array's syntax, builds nothing
+
+
 def count(raw: bytes) -> tuple[int, tuple[int, int, int, int] | None] | None:
     """(sequences in the line, where its two lists sit or None when :func:`group` cannot read it), or
     None when the line is not one this module can vouch for (the row layer decodes it)."""
     if long_digit_run(raw):
         return None
-    try:
-        seqs = _SEQS.decode(raw)
-    except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
-        return None
-    spans = _spans(raw, seqs)
+    got = _placed(raw)
+    if got is not None:
+        n, spans = got
+    else:
+        try:
+            seqs = _SEQS.decode(raw)
+        except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
+            return None
+        spans, n = _spans(raw, seqs), len(seqs.tokens)
     if not raw.isascii() and not _utf8(raw, spans):  # json refuses invalid UTF-8; msgspec's skip does not look
         return None
-    return len(seqs.tokens), spans
+    return n, spans
+
+
+def _placed(raw: bytes) -> tuple[int, tuple[int, int, int, int]] | None:
+    """:func:`count`'s quick way (its spans), for a line whose masks are what ``tokenize_for_trainer``
+    writes: the two lists found in the text; each mask entry -100 k times and then its tokens' text from
+    entry k on (:func:`_mask_tail`), which makes the masks list valid JSON wherever the tokens
+    list is; the line with both lists as ``null`` validated by msgspec, which also vouches that they are
+    the line's own ``tokens`` and ``masks`` (a decoded Raw is a view into the line); the token entries
+    validated apart, the text they all start with (the shared prompt) once. The slow part of a decode is
+    the numbers: this skips less than half of them. None: the whole line is decoded."""
+    tok = _list_at(raw, b'"tokens"', 0)
+    msk = _list_at(raw, b'"masks"', tok[1]) if tok is not None else None  # (where it usually is: after the tokens)
+    msk = msk or _list_at(raw, b'"masks"', 0)
+    if tok is None or msk is None or len(tok[2]) != len(msk[2]) or not (tok[1] <= msk[0] or msk[1] <= tok[0]):
+        return None
+    (a, b, tents), (c, d, ments) = tok, msk
+    if raw.find(b'"', a, b) >= 0:  # no string in the tokens: each comma in an entry separates two of its items
+        return None
+    if any(_mask_tail(raw, u, v, x, y) is None for (x, y), (u, v) in zip(tents, ments)):
+        return None
+    view, ((p, q), (r, t)) = memoryview(raw), _in_order((a, b, c, d))
+    line = b"".join((view[:p], b"null", view[q:r], b"null", view[t:]))  # the rest of the line, both lists null
+    try:
+        placed = _PLACED.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    base, back = _address(line), r - (q - p) + 4  # (where the second list's null is)
+    if (_address(placed.tokens) - base, _address(placed.masks) - base) != ((p, back) if a < c else (back, p)):
+        return None  # the nulls are not the line's own tokens and masks
+    # each token entry valid JSON: the text they all start with checked once, then each one's rest
+    texts = [raw[x:y] for x, y in tents]
+    lo, hi = min(texts), max(texts)
+    cut = lo.rfind(b",", 0, same_run(lo, hi, min(len(lo), len(hi))))  # (the tokens hold no string)
+    pieces = [lo[:cut]] + [x[cut + 1:] for x in texts] if cut >= 0 else texts
+    if cut >= 0 and any(not x or x.isspace() for x in pieces):  # (an item on each side of that comma)
+        return None
+    try:
+        _ARRAYS.decode(b"[[" + b"],[".join(pieces) + b"]]")
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return len(tents), (a, b, c, d)
+
+
+def _list_at(raw: bytes, key: bytes, start: int) -> tuple[int, int, list[tuple[int, int]]] | None:
+    """Where the list of lists after the first ``key`` from ``start`` on sits, (start, end, the insides of its
+    entries), each entry cut at its first "]" (:func:`_placed` checks the cuts); None if that is not what follows."""
+    n = len(raw)
+    i = raw.find(key, start)
+    if i < 0:
+        return None
+    j = _skip_ws(raw, i + len(key), n)
+    if j >= n or raw[j] != 0x3A:  # ":"
+        return None
+    start = _skip_ws(raw, j + 1, n)
+    got = _cuts(raw, start)
+    return (start, got[0], got[1]) if got is not None else None
 
 
 def _utf8(raw: bytes, spans: tuple[int, int, int, int] | None) -> bool:
-    """Whether ``raw`` is valid UTF-8 (what is not ASCII is decoded: :func:`_utf8_in`); the two lists,
-    when they hold no string, are numbers (msgspec checked their syntax): ASCII."""
+    """Whether ``raw`` is valid UTF-8 (decoded in place, no copy); the two lists, when they hold no string,
+    are numbers (msgspec checked their syntax): ASCII, not decoded."""
     parts = [(0, len(raw))]
     if spans is not None:
         (a, b), (c, d) = _in_order(spans)
         if raw.find(b'"', a, b) < 0 and raw.find(b'"', c, d) < 0:
             parts = [(0, a), (b, c), (d, len(raw))]
-    return all(_utf8_in(raw, x, y) for x, y in parts)
-
-
-def _utf8_in(raw: bytes, x: int, y: int) -> bool:
-    """Whether ``raw[x:y]`` is valid UTF-8: 4 KiB pieces that are ASCII pass, the others are decoded widened
-    to ASCII bytes on both sides (a character's bytes are all non-ASCII: none is cut)."""
-    for s in range(x, y, 4096):
-        e = min(y, s + 4096)
-        if raw[s:e].isascii():
-            continue
-        while s > 0 and raw[s - 1] > 127:
-            s -= 1
-        while e < len(raw) and raw[e] > 127:
-            e += 1
-        try:
-            raw[s:e].decode("utf-8")
-        except UnicodeDecodeError:
-            return False
+    view = memoryview(raw)
+    try:
+        for x, y in parts:
+            utf_8_decode(view[x:y], "strict", True)
+    except UnicodeDecodeError:
+        return False
     return True
 
 
@@ -133,16 +194,19 @@ def group(raw: bytes, spans: tuple[int, int, int, int]) -> tuple[dict[str, Any],
         return None
     if not isinstance(value, dict) or value.get("tokens", 0) is not None or value.get("masks", 0) is not None:
         return None
-    tokens, masks = _entries(raw, spans[0], spans[1]), _entries(raw, spans[2], spans[3])
-    if tokens is None or masks is None or len(tokens) != len(masks):
+    tokens, masks = _cuts(raw, spans[0]), _cuts(raw, spans[2])
+    if tokens is None or masks is None or tokens[0] != spans[1] or masks[0] != spans[3] or len(tokens[1]) != len(masks[1]):
         return None
-    ids = _token_ids(tokens)
+    texts = [raw[x:y] for x, y in tokens[1]]
+    lo, hi = min(texts), max(texts)  # the common prefix of all is that of the smallest and the largest
+    common = same_run(lo, hi, min(len(lo), len(hi)))
+    ids = _token_ids(texts, lo, common)
     if ids is None:
         return None
-    packed, firsts = [], []
-    for m, t, ib in zip(masks, tokens, ids):
-        k = _context_then_tokens(m, t, len(ib) // 4)
-        mb = _CONTEXT * k + ib[4 * k:] if k is not None else _ints(m, -_LIMIT)  # (other masks: parsed)
+    packed, firsts, commas = [], [], {}
+    for (u, v), (x, y), ib in zip(masks[1], tokens[1], ids):
+        k = _first_trained(raw, (u, v, x, y), len(ib) // 4, lo, common, commas)
+        mb = _CONTEXT * k + ib[4 * k:] if k is not None else _ints(raw[u:v], -_LIMIT)  # (other masks: parsed)
         if mb is None:
             return None
         packed.append(Packed("i", mb))
@@ -151,25 +215,32 @@ def group(raw: bytes, spans: tuple[int, int, int, int]) -> tuple[dict[str, Any],
     return value, firsts
 
 
-def _entries(raw: bytes, a: int, b: int) -> list[bytes] | None:
-    """The insides of the lists in ``raw[a:b]``, ``[[...], [...]]`` (a list that holds a "]" holds more
-    than ints: numpy refuses what is cut from it); None if an entry does not open as a list."""
-    out, pos, end = [], a + 1, b - 1
-    while True:
-        pos = _skip_ws(raw, pos, end)
-        if out:
-            if pos == end:
-                return out
-            if raw[pos] != 0x2C:  # ","
-                return None
-            pos = _skip_ws(raw, pos + 1, end)
-        if pos >= end or raw[pos] != 0x5B:  # "["
+def _cuts(raw: bytes, start: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """The list of lists that opens at ``raw[start]``: (where it ends, the insides of its entries), each
+    entry cut at its first "]" (a list that holds a "]" holds more than ints: :func:`_placed` and numpy
+    refuse what is cut from it); None if it is not a list of lists."""
+    if raw[start:start + 1] != b"[":
+        return None
+    n, ents, pos = len(raw), [], start + 1
+    while True:  # pos: after the "[" that opens the list, or after a "," between entries
+        if pos < n and raw[pos] in _WS:
+            pos = _skip_ws(raw, pos, n)
+        if pos >= n or raw[pos] != 0x5B:  # "["
             return None
-        close = raw.find(b"]", pos, end)
+        close = raw.find(b"]", pos)
         if close < 0:
             return None
-        out.append(raw[pos + 1:close])
+        ents.append((pos + 1, close))
         pos = close + 1
+        if pos < n and raw[pos] in _WS:
+            pos = _skip_ws(raw, pos, n)
+        if pos >= n:
+            return None
+        if raw[pos] == 0x5D:  # "]"
+            return pos + 1, ents
+        if raw[pos] != 0x2C:  # ","
+            return None
+        pos += 1
 
 
 def _skip_ws(raw: bytes, pos: int, end: int) -> int:
@@ -196,11 +267,10 @@ def _ints(text: bytes, low: int) -> bytes | None:
 _MARK = b", -1, "  # between the token lists parsed in one pass: no id is negative
 
 
-def _token_ids(texts: list[bytes]) -> list[bytes] | None:
+def _token_ids(texts: list[bytes], lo: bytes, common: int) -> list[bytes] | None:
     """Each token list's ids as int32 bytes, parsed in one pass: the text every list starts with (the
-    shared prompt) once, then each list's text after it, with a -1 between lists."""
-    lo, hi = min(texts), max(texts)  # the common prefix of all is that of the smallest and the largest
-    cut = lo.rfind(b",", 0, same_run(lo, hi, min(len(lo), len(hi))))  # the entries before it are shared
+    shared prompt: ``lo[:common]``) once, then each list's text after it, with a -1 between lists."""
+    cut = lo.rfind(b",", 0, common)  # the entries before it are shared
     if cut >= 0:  # (after a comma comes an entry: no piece is blank)
         full = [True] * len(texts)
         pieces = [memoryview(lo)[:cut]] + [memoryview(t)[cut + 1:] for t in texts]
@@ -225,34 +295,56 @@ def _token_ids(texts: list[bytes]) -> list[bytes] | None:
     return [next(it) if f else b"" for f in full]
 
 
-def _context_then_tokens(m: bytes, t: bytes, n: int) -> int | None:
-    """k, when the mask text ``m`` is ``-100`` k times and then exactly the token text ``t`` (``n`` ids)
-    from its entry k on (mask = label = the token, what ``tokenize_for_trainer`` writes); else None."""
-    j = m.rfind(b"-")  # the tokens hold no "-": the last one starts the last -100
-    q = k = 0
+_UNITS = {u: u * 4096 for u in (b"-100, ", b"-100,")}
+
+
+def _mask_tail(raw: bytes, u: int, v: int, x: int, y: int) -> tuple[int, int] | None:
+    """(k, s) when the mask entry ``raw[u:v]`` is ``-100`` k times and then the token entry ``raw[x:y]``
+    from offset ``s`` on, where one of its items starts (``s == -1``: nothing after the -100s); else None.
+    Such a mask is valid JSON wherever the token entry is (:func:`_placed`). Compared in place."""
+    j = raw.rfind(b"-", u, v)  # ids hold no "-": the last one starts the last -100
+    q, k = u, 0  # where the tokens' text starts in the mask
     if j >= 0:
-        unit = b"-100, " if m.startswith(b"-100, ") else b"-100,"
-        k = j // len(unit) + 1
-        if j != (k - 1) * len(unit) or not m.startswith(unit * (k - 1) + b"-100"):
+        unit = b"-100, " if raw.startswith(b"-100, ", u) else b"-100,"
+        w = len(unit)
+        k = (j - u) // w + 1
+        head = (k - 1) * w + 4  # "-100, " k - 1 times, then "-100"
+        units = _UNITS[unit] if head <= len(_UNITS[unit]) else unit * k
+        if j - u != (k - 1) * w or not raw.startswith(units[:head], u):
             return None
-        if m.startswith(unit[4:], j + 4):
-            q = j + len(unit)  # the entries after the k-th -100
-        elif not m[j + 4:].strip(_WS):  # nothing after it: every position is context
-            return k if k == n else None
-        else:
-            return None
-    rest = m[q:] if q else m
-    p = len(t) - len(rest)
-    if p < 0 or not t.endswith(rest):
+        if not raw.startswith(unit[4:], j + 4):  # nothing after it but blanks: every position is context
+            return None if raw[j + 4:v].strip(_WS) else (k, -1)
+        q = j + w
+    s = y - (v - q)  # where that text starts in the token entry
+    if s < x or not raw.startswith(raw[q:v], s):
         return None
-    if p:  # rest starts an entry of t: after a comma (and whitespace)
-        c = t.rfind(b",", 0, p)
-        if c < 0 or (c + 1 < p and t[c + 1:p].strip(_WS)):
+    if s > x:  # after a comma (and blanks) of the token entry: an item starts there
+        c = raw.rfind(b",", x, s)
+        if c < 0 or raw[c + 1:s].strip(_WS):
             return None
-    # the masks' entry k is the tokens' entry k (counted on the shorter side)
-    if (t.count(b",", 0, p) if p < len(rest) else n - 1 - rest.count(b",")) != k:
+    elif q != u and not raw[x:y].strip(_WS):  # after "-100, " comes an item
         return None
-    return k
+    return k, s
+
+
+def _first_trained(raw: bytes, cut: tuple[int, int, int, int], n: int, lo: bytes, common: int,
+                   commas: dict[int, int]) -> int | None:
+    """k, when the mask entry ``raw[u:v]`` is ``-100`` k times and then exactly the token entry ``raw[x:y]``
+    (``n`` ids) from its entry k on (mask = label = the token, what ``tokenize_for_trainer`` writes). The
+    entries are counted by their commas, once for the text all token entries share (``lo[:common]``)."""
+    u, v, x, y = cut
+    got = _mask_tail(raw, u, v, x, y)
+    if got is None:
+        return None
+    k, s = got
+    if s < 0:  # all context: as many -100s as tokens
+        return k if k == n else None
+    e = s - x
+    if 0 < e <= common:  # the masks' entry k is the tokens' entry k
+        if e not in commas:
+            commas[e] = lo.count(b",", 0, e)
+        return k if commas[e] == k else None
+    return k if (raw.count(b",", x, s) if e < y - s else n - 1 - raw.count(b",", s, y)) == k else None
 
 
 def same_run(a: Any, b: Any, n: int) -> int:
