@@ -24,9 +24,9 @@ from typing import Any
 from viewer.rollout import Problem
 from viewer.sources.formats import RowRef
 
-__all__ = ["chat_message", "chat_messages", "plain_messages", "link_tool_replies", "roles"]
+__all__ = ["chat_message", "chat_messages", "plain_messages", "link_tool_replies", "roles", "ROLE_SET"]
 
-_ROLE_SET = frozenset(("system", "developer", "user", "assistant", "tool"))
+ROLE_SET = _ROLE_SET = frozenset(("system", "developer", "user", "assistant", "tool"))  # the chat roles kept
 _ROLE = itemgetter("role")
 # The keys that add to a message's role and content; any other key (SDK leftovers) is dropped.
 _EXTRA = frozenset(("reasoning_content", "reasoning", "provider_specific_fields", "tool_calls", "tool_call_id",

@@ -21,6 +21,8 @@ from viewer.sources.rowspans import SpanReader, scan_lines
 __all__ = ["TextRows", "DataFile"]
 
 _TOO_DEEP = "invalid JSON: nested deeper than the parser accepts"
+_UNTRIED = object()  # (_line_value: the format's decode not yet asked)
+_GIVE_UP, _RETRY = 8, 64
 
 
 @dataclass
@@ -52,6 +54,10 @@ class TextRows:
     # A row format's own decode of a row's bytes (RowFormat.decode, set once the format is chosen): the
     # fields its reader uses; None from it, or no decode, and json.loads's rules decide (rowjson.loads).
     decode: Callable[[bytes], Any] | None = None
+    # JSONL rows the decode refused in a row: past _GIVE_UP, one row in _RETRY is offered to it, the others
+    # go to json's rules at once (what its None gives): a file of rows it does not take (verifiers' tool calls
+    # saved as JSON text) paid a failed typed decode a row, 7%.
+    _refused: int = 0
 
     def _json_rows(self, f: DataFile) -> list[Any] | None:
         """A JSON file's rows when it was read whole; None when it is an array read by element (f.spans)."""
@@ -124,7 +130,25 @@ class TextRows:
         if b - a > self.max_cell_bytes:
             return RowReadError(f"row {r} (line {local + 1} of {f.name})", f"line is {(b - a) / 1048576:.1f} MB, "
                                 f"over the {self.max_cell_bytes / 1048576:g} MB cell limit; not parsed")
-        return self._line_value(r, local, f.name, self._span_reader(f).read(a, b), a == 0)
+        spans = self._spans
+        raw = (spans if spans is not None and spans.path == f.path else self._span_reader(f)).read(a, b)
+        decode = self.decode
+        if decode is not None and a:  # the usual row: the format's decode, without _line_value's call and checks
+            # (a verifiers row is read in ~10 us all told: each call between counts)
+            refused = self._refused
+            if refused >= _GIVE_UP and (refused - _GIVE_UP) % _RETRY:  # rows of another shape: not tried
+                self._refused = refused + 1
+                return self._line_value(r, local, f.name, raw, False, None)
+            try:
+                value = decode(raw)
+            except (ValueError, RecursionError):  # the row's error: _line_value makes it (decoding again)
+                return self._line_value(r, local, f.name, raw, False)
+            if value and type(value) is dict:
+                self._refused = 0
+                return value
+            self._refused = refused + 1
+            return self._line_value(r, local, f.name, raw, False, value)  # ({} and None: json's rules decide)
+        return self._line_value(r, local, f.name, raw, a == 0)
 
     def _span_reader(self, f: DataFile) -> SpanReader:
         """The file read last, kept open: opening it for every row cost more than parsing the row."""
@@ -159,10 +183,13 @@ class TextRows:
         # a cell (a string) is never longer than the bytes that spell it
         return self._check_cells(r, value) if len(raw) > self.max_cell_bytes else value
 
-    def _line_value(self, r: int, local: int, name: str, raw: bytes, first: bool) -> Any:
-        """One JSONL line as a row dict (a list: its messages), or the RowReadError saying why not."""
+    def _line_value(self, r: int, local: int, name: str, raw: bytes, first: bool, decoded: Any = _UNTRIED) -> Any:
+        """One JSONL line as a row dict (a list: its messages), or the RowReadError saying why not. ``decoded``:
+        what the format's decode already gave for ``raw``, not asked again."""
         try:
-            value = (self.decode and self.decode(raw)) or loads(raw, "utf-8-sig" if first else "utf-8", blank={})
+            if decoded is _UNTRIED:
+                decoded = self.decode and self.decode(raw)
+            value = decoded or loads(raw, "utf-8-sig" if first else "utf-8", blank={})
         except RecursionError:
             return RowReadError(f"row {r} (line {local + 1} of {name})", _TOO_DEEP)
         except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits

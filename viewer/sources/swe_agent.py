@@ -27,9 +27,12 @@ from __future__ import annotations
 import json
 from typing import Any, TypedDict
 
+import msgspec
+
 from viewer.rollout import Problem
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_json, text_of
+from viewer.sources.rowjson import loads
 from viewer.sources.typedrow import typed
 
 __all__ = ["FORMAT", "read_row", "summarize", "openai_tool_calls"]
@@ -104,8 +107,9 @@ def _reasoning(blocks: Any) -> str | None:
     return "\n".join(texts) or None
 
 
-def _message(entry: dict[str, Any], i: int, ref: RowRef, problems: list[Problem]) -> dict[str, Any] | None:
-    role = entry.get("role")
+def _message(entry: dict[str, Any], role: Any, i: int, ref: RowRef, problems: list[Problem]
+             ) -> dict[str, Any] | None:
+    """The history entry ``i`` (of ``role``) as a chat message; None (said) for a role of no chat."""
     if role not in _ROLES:
         problems.append(Problem(ref.label, ref.where(f".history[{i}].role"), f"unknown role {role!r}; skipped"))
         return None
@@ -138,30 +142,41 @@ def _history(row: dict[str, Any], ref: RowRef) -> list[Any]:
     return history
 
 
-def _chat(history: list[Any], ref: RowRef, problems: list[Problem]) -> tuple[list[dict[str, Any]], str | None, int, int]:
+def _chat(history: list[Any], ref: RowRef, problems: list[Problem]
+          ) -> tuple[list[dict[str, Any]], str | None, int, int, bool]:
     """(messages of the first entry's agent, the task text, how many assistant messages there are, how
-    many of them are demonstrations)."""
+    many of them are demonstrations, whether any has tool calls)."""
     main = next((e.get("agent") for e in history if isinstance(e, dict)), None)
     msgs: list[dict[str, Any]] = []
+    append = msgs.append
     replies = demo_replies = other_agent = 0
+    calls = False  # whether a message has tool calls
     instr = None  # the first user message that is not a demonstration: the task
     for i, entry in enumerate(history):
         if not isinstance(entry, dict):
             problems.append(Problem(ref.label, ref.where(f".history[{i}]"), "not a message object; skipped"))
             continue
-        if entry.get("agent") != main:  # SWE-agent sends the model only its own agent's entries
+        get = entry.get
+        if get("agent") != main:  # SWE-agent sends the model only its own agent's entries
             other_agent += 1
             continue
-        msg = _message(entry, i, ref, problems)
-        if msg is None:
+        role = get("role")
+        if role == "user" or role == "system" or (role == "assistant" and not get("tool_calls")
+                                                  and "thinking_blocks" not in entry):
+            content = get("content")  # most entries: role and text, made here without a call
+            msg = {"role": role, "content": content if type(content) is str else text_of(content)}
+        elif (msg := _message(entry, role, i, ref, problems)) is None:
             continue
-        role = msg["role"]
+        else:
+            role = msg["role"]  # (a tool reply naming no call is shown as a user's)
+            calls = calls or "tool_calls" in msg
         if role == "assistant":
             replies += 1
-            demo_replies += bool(entry.get("is_demo"))
-        elif instr is None and role == "user" and not entry.get("is_demo"):
+            if get("is_demo"):
+                demo_replies += 1
+        elif instr is None and role == "user" and not get("is_demo"):
             instr = msg["content"]
-        msgs.append(msg)
+        append(msg)
     if other_agent:
         problems.append(Problem(ref.label, ref.where(".history"), f"{other_agent} entries of agents other than "
                                                                   f"{main!r} skipped (not in this agent's prompt)",
@@ -170,29 +185,46 @@ def _chat(history: list[Any], ref: RowRef, problems: list[Problem]) -> tuple[lis
         problems.append(Problem(ref.label, ref.where(".history"),
                                 f"{demo_replies} assistant message(s) are demonstrations (is_demo): shown as turns "
                                 "though the model did not generate them", "warning"))
-    return msgs, instr, replies, demo_replies
+    return msgs, instr, replies, demo_replies, calls
+
+
+def _steps(row: dict[str, Any]) -> list[Any]:
+    """``trajectory`` as a list (its steps left unparsed, ``msgspec.Raw``, by the typed decode)."""
+    steps = row.get("trajectory")
+    return steps if isinstance(steps, list) else []
+
+
+def _step(raw: msgspec.Raw) -> Any:
+    """A step the typed decode left unparsed: its :class:`_Step` fields (json.loads's values where it is not
+    an object of them; the row's text was checked whole by the typed decode)."""
+    try:
+        return _STEP.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # (ValidationError is a DecodeError)
+        return loads(bytes(raw), "utf-8")
 
 
 def _append_missing_steps(row: dict[str, Any], msgs: list[dict[str, Any]], n_replies: int, ref: RowRef,
                           problems: list[Problem]) -> None:
     """Trajectory steps past the history's last reply (older files left out the final step), appended."""
-    steps = row.get("trajectory") if isinstance(row.get("trajectory"), list) else []
-    missing = [s if isinstance(s, dict) else {} for s in steps[n_replies:]]
+    steps = _steps(row)[n_replies:]
+    if not steps:
+        return
+    steps = [_step(s) if type(s) is msgspec.Raw else s for s in steps]
+    missing = [s if isinstance(s, dict) else {} for s in steps]
     for j, step in enumerate(missing):
         if j:  # between two appended steps, the observation the model saw in between
             msgs.append({"role": "user", "content": str(missing[j - 1].get("observation") or "")})
         msgs.append({"role": "assistant", "content": str(step.get("response") or "")})
-    if missing:
-        problems.append(Problem(ref.label, ref.where(f".trajectory[{n_replies}]"),
-                                f"{len(missing)} step(s) missing from .history (older SWE-agent saved it before the "
-                                "final step): appended from .trajectory[].response, without tool calls", "warning"))
+    problems.append(Problem(ref.label, ref.where(f".trajectory[{n_replies}]"),
+                            f"{len(missing)} step(s) missing from .history (older SWE-agent saved it before the "
+                            "final step): appended from .trajectory[].response, without tool calls", "warning"))
 
 
 def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     problems: list[Problem] = []
-    msgs, instr, replies, demo_replies = _chat(_history(row, ref), ref, problems)
-    _append_missing_steps(row, msgs, replies - demo_replies, ref, problems)
-    if any("tool_calls" in m for m in msgs):
+    msgs, instr, replies, demo_replies, calls = _chat(_history(row, ref), ref, problems)
+    _append_missing_steps(row, msgs, replies - demo_replies, ref, problems)  # (messages without tool calls)
+    if calls:
         problems.append(Problem(ref.label, "", "SWE-agent .traj files hold no tool definitions: derived prompts "
                                                "lack them", "warning"))
     info, config = _info(row), _config(row)
@@ -208,7 +240,7 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
     main = entries[0].get("agent") if entries else None
     mine = [e for e in entries if e.get("agent") == main]
     replies = sum(1 for e in mine if e.get("role") == "assistant" and not e.get("is_demo"))
-    steps = row.get("trajectory") if isinstance(row.get("trajectory"), list) else []
+    steps = _steps(row)
     demos = sum(1 for e in mine if e.get("role") == "assistant" and e.get("is_demo"))
     status, config = _info(row).get("exit_status"), _config(row)
     return {"agent": "swe-agent", "model": _model(config), "task": _task_id(config), "reward": None,
@@ -235,6 +267,9 @@ class _Step(TypedDict, total=False):
 
     response: Any
     observation: Any
+
+
+_STEP = msgspec.json.Decoder(_Step)
 
 
 class _Info(TypedDict, total=False):
@@ -264,7 +299,8 @@ class _Replay(TypedDict, total=False):
 
 class _Trajectory(TypedDict, total=False):
     history: list[_Entry]
-    trajectory: list[_Step]
+    # (each step repeats a reply of the history: read only where the history lacks it, _append_missing_steps)
+    trajectory: list[msgspec.Raw]
     info: _Info
     replay_config: _Replay | str | None  # (newer SWE-agent: its JSON string, parsed when read)
     environment: Any

@@ -16,18 +16,27 @@ One line per rollout, as ``verifiers/utils/eval_utils.py`` (and, later,
 The model and environment are not in the rows but in the ``metadata.json`` beside the file, so
 ``model`` stays empty here. Rows carry no token ids (unless the run saved the ``trajectory`` state
 column, which this reader does not read: it says so): the token view is derived.
+
+Read at parser speed (issue 35: 1.85 KB rows, so the per-row Python counts): :func:`decode` decodes a
+row whose messages are all ``{role, content}`` (``role`` text), with tool calls in the OpenAI shape or
+null, into :class:`_Msg` structs, made into the dicts the reader hands on by ``msgspec.to_builtins`` in
+C; any other row is decoded generically and the rules of :mod:`viewer.sources.chat_messages` apply,
+with the same result.
 """
 from __future__ import annotations
 
 import json
-from typing import Any
+import math
+from typing import Annotated, Any, Literal, Union
+
+import msgspec
 
 from viewer.rollout import Problem
-from viewer.sources.chat_messages import chat_messages, link_tool_replies, plain_messages, roles
+from viewer.sources.chat_messages import ROLE_SET, chat_messages, link_tool_replies, plain_messages, roles
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, text_of
 
-__all__ = ["FORMAT", "read_row", "summarize"]
+__all__ = ["FORMAT", "read_row", "summarize", "decode"]
 
 # Columns that are not metrics; every other number in a row is one (verifiers flattens them).
 _KNOWN = frozenset({"id", "example_id", "prompt", "completion", "task", "answer", "info", "reward", "error",
@@ -39,6 +48,59 @@ _NUMBER = frozenset((int, float, bool))  # isinstance(v, (int, float)) for a JSO
 _SUMMARY_ORDER = ("error", "stop_condition", "is_completed", "is_truncated", "token_usage", "timing")
 _SUMMARY_KEYS = frozenset(_SUMMARY_ORDER)
 _NOTHING = (None, "", {})  # task fields left out (a tuple: == decides, as for a literal)
+
+
+class _Function(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    name: str
+    arguments: str  # (an object chat_messages dumps to text: not here)
+
+
+class _Call(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """A tool call as chat_messages makes it: ``{id, type: "function", function: {name, arguments}}``."""
+
+    id: str = ""  # chat_messages: str(id or ""); a null or numeric id is left to it
+    type: Literal["function"] = "function"
+    function: _Function
+
+
+class _Msg(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    """A message of ``role`` (text), ``content`` and maybe ``tool_calls``: what ``chat_messages`` makes
+    ``{role, content[, tool_calls]}`` of, keys in that order (a null ``tool_calls``, which it drops, left
+    out as the default). Any other key, an empty call list, a call saved as JSON text refuse the row's
+    typed decode (nothing is skipped unchecked). gc=False: JSON values hold no cycle."""
+
+    role: str
+    content: Any
+    tool_calls: Annotated[list[_Call], msgspec.Meta(min_length=1)] | None = None
+
+
+# A row: its messages typed, every other column as the generic decode gives it (a dict, a scalar; a list
+# column other than the messages' is one a list of _Msg could be mistaken for: decode checks).
+_DECODER = msgspec.json.Decoder(dict[str, Union[list[_Msg], str, int, float, bool, None, dict[str, Any]]])
+_to_dicts = msgspec.to_builtins  # _Msg structs -> [{"role", "content"[, "tool_calls"]}], in C
+
+
+def decode(raw: bytes) -> dict[str, Any] | None:
+    """A row's JSON text with its messages as :class:`_Msg` structs; None where the generic decode must
+    decide (a message of other keys, a list in another column: RowFormat.decode)."""
+    try:
+        row = _DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):  # (ValidationError is a DecodeError)
+        return None
+    lists = list(map(type, row.values())).count(list)  # (in C: the messages' columns are the usual lists)
+    if lists and lists > (type(row.get("prompt")) is list) + (type(row.get("completion")) is list):
+        return None  # a list in another column: it may have been taken for messages
+    return row
+
+
+def _typed(msgs: Any) -> bool:
+    """Whether ``msgs`` is a list of :class:`_Msg` (decode makes every list of a row's messages one, or none)."""
+    return type(msgs) is list and bool(msgs) and type(msgs[0]) is _Msg
+
+
+def _dicts(msgs: Any) -> Any:
+    """Typed messages as their dicts (``{role, content}``: what the generic decode's give every rule here)."""
+    return _to_dicts(msgs) if _typed(msgs) else msgs
 
 
 def _is_messages(v: Any) -> bool:
@@ -64,7 +126,10 @@ def _example_id(row: dict[str, Any]) -> Any:
 
 def _tools(row: dict[str, Any], info: Any, ref: RowRef) -> list[dict[str, Any]]:
     """Tool definitions: ``tool_defs`` (newer) or ``info.oai_tools``, as OpenAI ``{type, function}``."""
-    raw = as_json(row.get("tool_defs"), ref, ".tool_defs")
+    raw = row.get("tool_defs")
+    if raw is None and not (isinstance(info, dict) and "oai_tools" in info):
+        return []  # (most rows: no tools)
+    raw = as_json(raw, ref, ".tool_defs")
     if not isinstance(raw, list) and isinstance(info, dict):
         raw = info.get("oai_tools")
     out = []
@@ -88,14 +153,19 @@ def _list_or_text(v: Any) -> Any:
     return v
 
 
-def _conversation(row: dict[str, Any], ref: RowRef, problems: list[Problem]) -> tuple[list[dict[str, Any]], int]:
-    """(prompt + completion messages, how many are the prompt's)."""
+def _conversation(row: dict[str, Any], ref: RowRef, problems: list[Problem]
+                  ) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """(prompt + completion messages, how many are the prompt's, their roles)."""
     prompt, completion = row.get("prompt"), row.get("completion")
     if type(prompt) is list and type(completion) is list:  # the usual row: both message lists made at once
-        msgs = plain_messages(prompt + completion)
-        if msgs is not None:
-            return _checked(msgs, len(prompt), row, ref, problems)
-    prompt, completion = _list_or_text(prompt), _list_or_text(completion)
+        both = prompt + completion
+        if _typed(both):  # (decode: every message {role: str, content})
+            msgs = _to_dicts(both)
+            if ROLE_SET.issuperset(told := roles(msgs)):
+                return _checked(msgs, len(prompt), told, row, ref, problems)
+        elif (msgs := plain_messages(both)) is not None:
+            return _checked(msgs, len(prompt), roles(msgs), row, ref, problems)
+    prompt, completion = _list_or_text(_dicts(prompt)), _list_or_text(_dicts(completion))
     if isinstance(prompt, str) or isinstance(completion, str):
         # A text-completion environment: the model continued raw text, no chat template involved.
         problems.append(Problem(ref.label, ref.where(".completion"),
@@ -106,19 +176,19 @@ def _conversation(row: dict[str, Any], ref: RowRef, problems: list[Problem]) -> 
             chat_messages(prompt, ref, ".prompt", problems)
         after = [{"role": "assistant", "content": completion}] if isinstance(completion, str) else \
             chat_messages(completion, ref, ".completion", problems)
-        return before + after, len(before)
+        return before + after, len(before), roles(before + after)
     if not isinstance(prompt, list) or not isinstance(completion, list):
         bad, v = (".prompt", prompt) if not isinstance(prompt, list) else (".completion", completion)
         raise ref.error(bad, f"expected a list of messages or a string, got {type(v).__name__}")
     before = chat_messages(prompt, ref, ".prompt", problems)
-    return _checked(before + chat_messages(completion, ref, ".completion", problems), len(before), row, ref,
-                    problems)
+    msgs = before + chat_messages(completion, ref, ".completion", problems)
+    return _checked(msgs, len(before), roles(msgs), row, ref, problems)
 
 
-def _checked(msgs: list[dict[str, Any]], n: int, row: dict[str, Any], ref: RowRef, problems: list[Problem]
-             ) -> tuple[list[dict[str, Any]], int]:
-    """A chat rollout's messages (the prompt's first ``n``), its few-shot, empty and tool-reply notes said."""
-    told = roles(msgs)
+def _checked(msgs: list[dict[str, Any]], n: int, told: list[str], row: dict[str, Any], ref: RowRef,
+             problems: list[Problem]) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """A chat rollout's messages (the prompt's first ``n``; ``told``: their roles), its few-shot, empty and
+    tool-reply notes said."""
     shots = told[:n].count("assistant")
     if shots:
         problems.append(Problem(ref.label, ref.where(".prompt"),
@@ -130,7 +200,7 @@ def _checked(msgs: list[dict[str, Any]], n: int, row: dict[str, Any], ref: RowRe
                                 f"the completion holds no assistant message (the model produced nothing{why})"))
     if "tool" in told:
         link_tool_replies(msgs, ref, ".completion", problems)
-    return msgs, n
+    return msgs, n, told
 
 
 def _metrics(row: dict[str, Any]) -> dict[str, Any]:
@@ -147,29 +217,38 @@ def _metrics(row: dict[str, Any]) -> dict[str, Any]:
 
 def read_row(row: dict[str, Any], ref: RowRef) -> Conversation:
     problems: list[Problem] = []
-    msgs, n = _conversation(row, ref, problems)
+    msgs, n, told = _conversation(row, ref, problems)
     traj = row.get("trajectory")
     if isinstance(traj, list) and any(isinstance(s, dict) and s.get("tokens") for s in traj):
         problems.append(Problem(ref.label, ref.where(".trajectory"),
                                 "this row's trajectory carries token ids; this reader does not read them: the token "
                                 "view below is derived from the text", "warning"))
-    info = as_json(row.get("info"), ref, ".info")
-    task = {"example_id": _example_id(row), "task": row.get("task"), "answer": row.get("answer")}
-    if isinstance(info, dict):
-        task["info"] = {k: v for k, v in info.items() if k != "oai_tools"}
-    task = {k: v for k, v in task.items() if v not in _NOTHING}
-    told = roles(msgs[:n])
+    info = row.get("info")
+    if info is not None and type(info) is not dict:
+        info = as_json(info, ref, ".info")
+    task = {}  # (the fields left out at _NOTHING, in this order)
+    if (v := row.get("example_id", row.get("id"))) not in _NOTHING:
+        task["example_id"] = v
+    if (v := row.get("task")) not in _NOTHING:
+        task["task"] = v
+    if (v := row.get("answer")) not in _NOTHING:
+        task["answer"] = v
+    if isinstance(info, dict) and (v := {k: x for k, x in info.items() if k != "oai_tools"}) not in _NOTHING:
+        task["info"] = v
+    told = told[:n]
     instr = text_of(msgs[n - 1 - told[::-1].index("user")].get("content")) if "user" in told else None
     summary = {"metrics": _metrics(row)}
     if not _SUMMARY_KEYS.isdisjoint(row):
         summary.update((k, row[k]) for k in _SUMMARY_ORDER if row.get(k) is not None)
+    reward = row.get("reward")
     return Conversation(messages=msgs, tools=_tools(row, info, ref), model=None, agent=None,
-                        task=task or None, instruction=instr, reward=as_float(row.get("reward")), summary=summary,
-                        problems=problems)
+                        task=task or None, instruction=instr,
+                        reward=reward if type(reward) is float and math.isfinite(reward) else as_float(reward),
+                        summary=summary, problems=problems)
 
 
 def summarize(row: dict[str, Any]) -> dict[str, Any]:
-    completion = _list_or_text(row.get("completion"))
+    completion = _list_or_text(_dicts(row.get("completion")))
     if isinstance(completion, str):
         turns, length = 1, len(completion)
     elif isinstance(completion, list):
@@ -189,4 +268,4 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
 
 
 FORMAT = RowFormat("verifiers", "verifiers vf-eval results.jsonl (prompt + completion messages, reward)", detect,
-                   read_row, summarize, fields=("prompt", "completion", "reward", "example_id"))
+                   read_row, summarize, fields=("prompt", "completion", "reward", "example_id"), decode=decode)
