@@ -109,6 +109,22 @@ def test_span_reader_reads_spans_in_order_and_not():
     rd.close()
 
 
+def test_span_reader_long_spans_in_order_between_short_ones():
+    # spans of 64 KiB or more are read by themselves (Atropos lines, ~160 KB), short ones from the read-ahead block
+    rng = random.Random(4)
+    data = bytes(rng.randrange(256) for _ in range(2_000_000))
+    spans, a = [], 0
+    while a < len(data):
+        b = min(len(data), a + rng.choice([rng.randrange(1, 3000), rng.randrange(60_000, 300_000)]))
+        spans.append((a, b))
+        a = b + rng.randrange(0, 3)  # a separator between some spans
+    assert any(b - a >= 64 << 10 for a, b in spans) and any(b - a < 4096 for a, b in spans)
+    rd = SpanReader("x", io.BytesIO(data))
+    assert all(rd.read(a, b) == data[a:b] for a, b in spans)
+    assert all(rd.read(a, b) == data[a:b] for a, b in reversed(spans))
+    rd.close()
+
+
 # ------------------------------------------------------------------ arrays the index must leave alone
 def write(tmp_path: Path, name: str, data: bytes) -> Path:
     p = tmp_path / name

@@ -67,7 +67,7 @@ def count(raw: bytes) -> tuple[int, tuple[int, int, int, int] | None] | None:
     if long_digit_run(raw):
         return None
     got = _placed(raw)
-    if got is not None:
+    if got is not None:  # (both lists hold no string: numbers, and -100s before a copy of the tokens' text)
         n, spans = got
     else:
         try:
@@ -75,8 +75,8 @@ def count(raw: bytes) -> tuple[int, tuple[int, int, int, int] | None] | None:
         except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)
             return None
         spans, n = _spans(raw, seqs), len(seqs.tokens)
-    if not raw.isascii() and not _utf8(raw, spans):  # json refuses invalid UTF-8; msgspec's skip does not look
-        return None
+    if not raw.isascii() and not _utf8(raw, spans, got is not None):  # json refuses invalid UTF-8; msgspec's
+        return None  # skip does not look
     return n, spans
 
 
@@ -136,13 +136,13 @@ def _list_at(raw: bytes, key: bytes, start: int) -> tuple[int, int, list[tuple[i
     return (start, got[0], got[1]) if got is not None else None
 
 
-def _utf8(raw: bytes, spans: tuple[int, int, int, int] | None) -> bool:
-    """Whether ``raw`` is valid UTF-8 (decoded in place, no copy); the two lists, when they hold no string,
-    are numbers (msgspec checked their syntax): ASCII, not decoded."""
+def _utf8(raw: bytes, spans: tuple[int, int, int, int] | None, no_string: bool = False) -> bool:
+    """Whether ``raw`` is valid UTF-8 (decoded in place, no copy); the two lists, when they hold no string
+    (``no_string``: known so; else looked for), are numbers (msgspec checked their syntax): ASCII, not decoded."""
     parts = [(0, len(raw))]
     if spans is not None:
         (a, b), (c, d) = _in_order(spans)
-        if raw.find(b'"', a, b) < 0 and raw.find(b'"', c, d) < 0:
+        if no_string or (raw.find(b'"', a, b) < 0 and raw.find(b'"', c, d) < 0):
             parts = [(0, a), (b, c), (d, len(raw))]
     view = memoryview(raw)
     try:
