@@ -304,7 +304,8 @@ def public_tab(monkeypatch, tmp_path):
     from viewer.ui import create_app
 
     demo = create_app(Settings.from_env())
-    fn = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_start")
+    fn = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__name__", "") == "on_start"
+              and f.fn.__module__ == "viewer.ui.capture_tab")  # (the Rescore dataset button has an on_start too)
     return fn, tmp_path / "caps"
 
 
