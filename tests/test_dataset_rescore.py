@@ -155,12 +155,13 @@ def test_cancel_stops_the_rescore_and_keeps_nothing(tmp_path):
     from viewer.search.index import index_path
     from viewer.search.rescored import beside
     from viewer.ui.dataset_rescore import DatasetRescore
+    from viewer.ui.session import start_run
 
     night = _night(tmp_path)
     s = _settings(tmp_path)
     h, held = _opened(s)
     r = DatasetRescore(s)
-    run, off = r.on_start()  # (the button's first step: the run Cancel stops, and the button off)
+    run, off = start_run()  # (the button's first step: the run Cancel stops, and the button off)
     assert off.get("interactive") is False
     seen: list = []
     # the Cancel button's handler, pressed once the first rollout is done

@@ -110,8 +110,9 @@ def _lp_stats(lps: list[Any]) -> dict[str, Any]:
     """Lowest, highest and mean finite logprob (first position of each extreme), and the counts the ``nan>``,
     ``zero>`` and ``placeholder>`` conditions read, in numpy passes (a Python pass per token was most of an index
     build's own work)."""
-    a = np.array(lps if None not in lps else [math.nan if v is None else v for v in lps], dtype=np.float64)
-    nan = int(np.count_nonzero(np.isnan(a))) - (lps.count(None) if None in lps else 0)
+    nones = lps.count(None)  # (a gap: neither NaN nor finite)
+    a = np.array([math.nan if v is None else v for v in lps] if nones else lps, dtype=np.float64)
+    nan = int(np.count_nonzero(np.isnan(a))) - nones
     fin = np.isfinite(a)
     if not fin.any():
         return {"min_lp": None, "min_at": None, "max_lp": None, "max_at": None, "mean_lp": None,

@@ -32,7 +32,7 @@ from ..capture_set import CaptureSet
 from ..config import Settings
 from ..sources.shown import shown_path, shown_text
 from .fair import Busy, slot
-from .session import Run, run_of
+from .session import Run, button_on, run_of, start_run
 
 __all__ = ["build", "DatasetRescore", "EACH_MODEL", "RANK_COLUMNS"]
 
@@ -61,12 +61,12 @@ def build(settings: Settings, w: Any, h: Any, browse: Any) -> SimpleNamespace:
     # queued (not unqueued: those are the known lookups, tests/test_attacks_fairness.py) with no limit: at once.
     # The button is off until the run and its page are done: a second click replaced the session's run, so Cancel
     # stopped the queued second run while the first went on to the end (and the second then rescored it all again)
-    run.click(r.on_start, None, [run_id, run], api_name="ds_rescore_new", concurrency_limit=None,
+    run.click(start_run, None, [run_id, run], api_name="ds_rescore_new", concurrency_limit=None,
               show_progress="hidden").then(
         r.on_run, [run_id, w.key, model], [status, ranked, w.sort, w.desc], api_name="ds_rescore",
         concurrency_id="rescore", concurrency_limit=1, show_progress_on=[status]).then(
         h.on_filter, [w.key] + w.filters, w.page_outputs, api_name="ds_rescore_page").then(  # the table, re-sorted
-        r.on_idle, None, run, api_name="ds_rescore_idle", api_visibility="private", concurrency_limit=None,
+        button_on, None, run, api_name="ds_rescore_idle", api_visibility="private", concurrency_limit=None,
         show_progress="hidden")  # (a then runs whether or not the step before it failed)
     cancel.click(r.on_cancel, [run_id], status, api_name="ds_rescore_cancel", concurrency_limit=None,
                  show_progress="hidden")
@@ -92,16 +92,6 @@ class DatasetRescore:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-
-    @staticmethod
-    def on_start() -> list:
-        """The button's first step: a new run for Cancel to stop, and the button off while it runs."""
-        return [Run(), gr.update(interactive=False)]
-
-    @staticmethod
-    def on_idle() -> Any:
-        """The button's last step: on again."""
-        return gr.update(interactive=True)
 
     @staticmethod
     def on_cancel(rid) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import gradio as gr
 import pandas as pd
@@ -28,7 +27,7 @@ from ..rescore import TORCH_HINT, rescore, torch_available
 from ..rescore.recorded import RECORDED_DEVICE
 from . import fixes_dataset, rescores
 from .browse import wire
-from .session import Run, run_of
+from .session import Run, button_on, run_of, start_run
 
 __all__ = ["build", "RescoreHandlers", "Widgets", "ROLLOUT_MODEL", "MODELS"]
 
@@ -69,11 +68,11 @@ def build(settings: Settings, store, browse) -> None:
     turn_outs = outs + list(browse.turn_outputs) + [browse.view]  # + the visitor's view settings
     # the button is off from its click until the run ends: a second click replaced the session's run, so Cancel
     # stopped the queued second run while the first went on (the Datasets tab's Rescore dataset had the same)
-    w.run.click(new_run, None, [w.run_id, w.run], api_visibility="private", queue=False).then(
+    w.run.click(start_run, None, [w.run_id, w.run], api_name="new_run", api_visibility="private", queue=False).then(
         h.on_run, [w.run_id, browse.key, browse.turn, w.model, w.trainer, w.is_mode, w.is_min, w.is_max], turn_outs,
         api_name="rescore", concurrency_limit=1, concurrency_id="rescore", postprocess=False,
         show_progress_on=[w.summary]).then(  # one progress bar, on the panel (not on each of its outputs)
-        rescore_idle, None, w.run, api_visibility="private", queue=False,
+        button_on, None, w.run, api_name="rescore_idle", api_visibility="private", queue=False,
         show_progress="hidden")  # (a then runs whether or not the step before it failed)
     w.cancel.click(on_cancel, [w.run_id], w.summary, api_name="rescore_cancel", queue=False)
     # The panel is filled while it is open: when it opens, and on a new rollout or turn while it is (a
@@ -246,16 +245,6 @@ class RescoreHandlers:
 
     def on_open(self, key, index, mode, lo, hi, request: gr.Request = None) -> list:
         return [True] + self.panel(key, index, mode, lo, hi, _session(request))
-
-
-def new_run() -> list:
-    """The session's own Cancel (viewer/ui/session.py: no server table to fill or evict), and the button off."""
-    return [Run(), gr.update(interactive=False)]
-
-
-def rescore_idle() -> Any:
-    """The button on again, after the run (finished, failed or cancelled)."""
-    return gr.update(interactive=True)
 
 
 def on_cancel(rid):

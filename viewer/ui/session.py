@@ -17,7 +17,9 @@ import threading
 import uuid
 from typing import Any
 
-__all__ = ["Run", "run_of"]
+import gradio as gr
+
+__all__ = ["Run", "run_of", "start_run", "button_on"]
 
 
 class Run:
@@ -48,3 +50,15 @@ def run_of(value: Any) -> Run | None:
     """The session State's run, or None (nothing started, or a value that is not a run)."""
     return value if isinstance(value, Run) else None
 
+
+
+def start_run() -> list:
+    """A long run's button, first step: a new :class:`Run` for the session's State, and the button off until
+    :func:`button_on` (its last step). A second click while it ran replaced the session's run, so Cancel stopped
+    the queued second run while the first went on to its end."""
+    return [Run(), gr.update(interactive=False)]
+
+
+def button_on() -> Any:
+    """A long run's button, last step (a ``.then``: it runs whether or not the run failed): on again."""
+    return gr.update(interactive=True)
