@@ -267,3 +267,43 @@ def test_msgspec_typed_skip_is_what_the_checks_guard():
         assert msgspec.json.Decoder(Only).decode(raw).a == 1
         with pytest.raises(ValueError):
             json.loads(raw)
+
+
+# --------------------------------------------------------------------------- the integer-length check
+
+def test_long_digit_run_agrees_with_a_regex_and_json():
+    """``long_digit_run`` samples the text (every 268th byte): a run of more digits than json takes is found
+    wherever it sits and whatever surrounds it (lists of ids, runs just under the limit, at either end)."""
+    import re
+    import sys
+
+    from viewer.sources.recordtypes import long_digit_run
+
+    limit = sys.get_int_max_str_digits()
+    longest = re.compile(rb"[0-9]{%d,}" % (limit + 1))
+    rng = random.Random(35)
+    seen = {True: 0, False: 0}
+    for _ in range(3000):
+        n, parts = rng.choice([100, limit, limit + 1, 2 * limit, 30000]), []
+        while sum(map(len, parts)) < n:
+            r = rng.random()
+            if r < 0.3:
+                parts.append(b"7" * rng.choice([1, limit - 1, limit, limit + 1, limit + 2, 2 * limit, rng.randrange(1, 2 * limit)]))
+            elif r < 0.6:  # a list of ids: digits but for a comma every few bytes
+                parts.append(", ".join(str(rng.randrange(200000)) for _ in range(rng.randrange(1, 400))).encode())
+            else:
+                parts.append(bytes(rng.choice(b'ab ,-."') for _ in range(rng.randrange(1, 50))))
+        raw = b"".join(parts)
+        want = bool(longest.search(raw))
+        seen[want] += 1
+        assert long_digit_run(raw) is want, (len(raw), [len(m) for m in re.findall(rb"[0-9]+", raw)][:20])
+        assert long_digit_run(memoryview(raw)) is want
+    assert min(seen.values()) > 500
+    for digits in (limit, limit + 1):  # and json's own answer on the edge
+        doc = b'{"a": [1, 2], "n": ' + b"9" * digits + b"}"
+        try:
+            json.loads(doc)
+            refused = False
+        except ValueError:
+            refused = True
+        assert long_digit_run(doc) is refused

@@ -83,28 +83,40 @@ _MAX_DIGITS = sys.get_int_max_str_digits() or 0  # Python's json refuses an int 
 
 
 _FLAG = bytes(49 if 48 <= b <= 57 else 48 for b in range(256))  # digit -> "1", anything else -> "0"
+_SPAN = 16  # a run of more than _MAX_DIGITS digits holds at least this many consecutive samples...
+_STEP = _MAX_DIGITS // _SPAN  # ...taken every _STEP bytes (268 for the default limit of 4300)
 
 
 def long_digit_run(buf: Any) -> bool:
     """Whether ``buf`` may hold an integer of more digits than Python's json accepts. The typed
     decode skips unknown keys unparsed, so it would accept one that :func:`json.loads` refuses.
-    Such a run spans two consecutive bytes of every ``h``-th (h = half the limit) and all between
-    them: only those samples are looked at, and a segment only where both ends are digits."""
-    if not _MAX_DIGITS:
+    Such a run covers at least ``_SPAN`` consecutive bytes of those every ``_STEP``: only those samples
+    are looked at, and the text around them only where ``_SPAN`` of them in a row are digits (in a list
+    of ids, which is digits but for a comma every few bytes, that is rare: sampling every half-limit
+    and looking at each pair of digit samples cost one look every two samples there, issue 35)."""
+    if not _MAX_DIGITS or (buf.nbytes if type(buf) is memoryview else len(buf)) <= _MAX_DIGITS:
         return False
     view = memoryview(buf).cast("B")
-    h = _MAX_DIGITS // 2
-    flags = view[::h].tobytes().translate(_FLAG)
-    k = flags.find(b"11")
+    n = len(view)
+    # first every 8th sample: such a run holds two in a row of those too, and prose seldom does
+    if view[::8 * _STEP].tobytes().translate(_FLAG).find(b"11") < 0:
+        return False
+    flags = view[::_STEP].tobytes().translate(_FLAG)
+    k = flags.find(_RUN)
     while k >= 0:
-        a, b = k * h, (k + 1) * h
-        if bytes(view[a:b + 1]).isdigit():
-            left, right = bytes(view[max(0, a - _MAX_DIGITS):a]), bytes(view[b + 1:b + 1 + _MAX_DIGITS])
-            run = (len(left) - len(left.rstrip(_DIGITS))) + (b + 1 - a) + (len(right) - len(right.lstrip(_DIGITS)))
-            if run > _MAX_DIGITS:
-                return True
-        k = flags.find(b"11", k + 1)
+        a, b = k * _STEP, min((k + _SPAN - 1) * _STEP + 1, n)  # the stretch the samples span
+        if not bytes(view[a:b]).isdigit():
+            k = flags.find(_RUN, k + 1)
+            continue
+        left, right = bytes(view[max(0, a - _MAX_DIGITS):a]), bytes(view[b:b + _MAX_DIGITS + 1])
+        start, end = a - (len(left) - len(left.rstrip(_DIGITS))), b + (len(right) - len(right.lstrip(_DIGITS)))
+        if end - start > _MAX_DIGITS:
+            return True
+        k = flags.find(_RUN, end // _STEP + 1)  # (the next run starts after this one ends)
     return False
+
+
+_RUN = b"1" * _SPAN
 
 
 def decode_trace_record(buf: Any) -> dict[str, Any]:
