@@ -6,7 +6,11 @@ Run: ``.venv/bin/python bench/bench_formats.py [--mb 200] [--repeat 3] [--form j
 Every figure comes from a fresh process (one per measurement, alternating the reader and the baseline
 ``--repeat`` times; the viewer's modules, every format's included, are imported before the clock), so
 imports, page cache and allocator state are alike; CPU seconds are what a shared
-machine disturbs least, wall seconds are printed beside them. Peak RSS is the process's ``VmHWM``
+machine disturbs least, wall seconds are printed beside them. Every child runs with one OpenBLAS thread
+(``OPENBLAS_NUM_THREADS=1``; ``--blas-threads`` to change it): numpy's import, done before the clock,
+starts an OpenBLAS worker that spins for ~0.1 s after it (0.02-0.06 s of CPU, measured with a sleep after
+the import), and that import cost landed in whichever measure ran next (0.05x of a 0.6 s ``json``) while
+no reader calls BLAS. Peak RSS is the process's ``VmHWM``
 (interpreter and imports included) over the file's size. The baseline is the stdlib parse of the
 same bytes: ``json.load`` of a JSON document, ``json.loads`` of each line of a JSONL file (``json.load``
 refuses a JSONL file), as the stdlib runs by default; the same with the cyclic GC paused (which the
@@ -270,9 +274,13 @@ print(json.dumps({"out": out, "s": dt, "cpu_s": cpu, "base_mb": base, "peak_mb":
 """
 
 
+BLAS_THREADS = "1"  # the children's OPENBLAS_NUM_THREADS (module doc; --blas-threads)
+
+
 def child(mode: str, path: Path) -> dict:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=BLAS_THREADS) if BLAS_THREADS else None
     r = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path), str(REPO)], capture_output=True,
-                       text=True, timeout=3600)
+                       text=True, timeout=3600, env=env)
     if r.returncode:
         raise SystemExit(f"{mode} {path}: failed: {r.stderr.strip()[-1500:]}")
     return json.loads(r.stdout)
@@ -379,7 +387,10 @@ def main() -> None:
     ap.add_argument("--open-repeat", type=int, default=0,
                     help="alternating runs of the open line (open_dataset, the row table's first page, the first "
                          "rollout's Conversation) per --format-file (default 0: skipped)")
+    ap.add_argument("--blas-threads", default=BLAS_THREADS,
+                    help="OPENBLAS_NUM_THREADS of every child (default 1; empty: the environment's, as before)")
     args = ap.parse_args()
+    globals()["BLAS_THREADS"] = args.blas_threads
     with tempfile.TemporaryDirectory() as d:
         if not args.skip_openenv and not bench_openenv(Path(d), args.mb, args.calls, args.form.split(","),
                                                        args.repeat, args.bare, args.history):
