@@ -239,3 +239,56 @@ def test_random_arrays_and_their_corruptions():
         assert isinstance(want, list), data
         assert same([json.loads(data[a:b]) for a, b in zip(*spans)], want), data
     assert answered > 700 and refused > 300
+
+
+# ------------------------------------------------------------------ a folder of one-object files (SWE-agent .traj)
+class _Counted(io.BytesIO):
+    def __init__(self, data: bytes):
+        super().__init__(data)
+        self.taken = 0
+
+    def read(self, n=-1):
+        got = super().read(n)
+        self.taken += len(got)
+        return got
+
+    def readinto(self, b):
+        n = super().readinto(b)
+        self.taken += n
+        return n
+
+
+def test_an_object_file_is_not_indexed_as_an_array():
+    """One look at its first bytes: no 2-chunk buffer is made (4 MiB zeroed a file cost 0.23 ms of a
+    50 KB trajectory's read) and no chunk is read for it."""
+    data = json.dumps({"history": [{"role": "user", "content": "x" * 50_000}]}).encode()
+    fh = _Counted(data)
+    assert index_array(fh) is None
+    assert fh.taken <= 4096
+    for lead in (b"", b"\xef\xbb\xbf", b" " * 5000):  # as before: a BOM is parsed whole, long blanks looked past
+        fh = _Counted(lead + b'[{"a": 1}, {"a": 2}]')
+        spans = index_array(fh)
+        assert (spans is None) == (lead == b"\xef\xbb\xbf")
+
+
+def test_rows_of_a_folder_are_found_by_the_file_index(tmp_path, monkeypatch):
+    """Reading a row of a folder of files found its file with ``files.index``, which compares DataFiles field
+    by field: n^2 over a folder (11.5 s for 3,932 SWE-agent trajectories, 0.6 s without). No comparison now."""
+    from viewer.sources.rowtext import DataFile
+
+    src = REAL / "swe_agent" / "swe-agent__test-repo-i1.traj"
+    for i in range(30):
+        (tmp_path / f"t{i:02d}.traj").write_bytes(src.read_bytes())
+    ds = local_dataset(sorted(str(p) for p in tmp_path.glob("*.traj")), str(tmp_path), "trajs")
+
+    def compared(self, other):
+        raise AssertionError("DataFiles compared")
+
+    monkeypatch.setattr(DataFile, "__eq__", compared)
+    want = json.loads(src.read_bytes())
+    try:
+        assert len(ds) == 30
+        assert all(same(ds.read_row(i), want) for i in range(30))
+        assert [r for r, _ in ds.read_rows([29, 3, 17])] == [29, 3, 17]
+    finally:
+        ds.close()

@@ -151,6 +151,11 @@ class RowDataset(TextRows):
             return list(f.columns)
 
     def locate(self, row: int) -> tuple[DataFile, int]:
+        i, local = self._where(row)
+        return self.files[i], local
+
+    def _where(self, row: int) -> tuple[int, int]:
+        """(index of the file that holds ``row``, the row's place in it)."""
         if row < 0:
             raise IndexError(row)
         if self._ends is None and all(f.num_rows is not None for f in self.files):  # counted: found by bisection
@@ -159,12 +164,12 @@ class RowDataset(TextRows):
             i = bisect_right(self._ends, row)
             if i == len(self.files):
                 raise IndexError(row)
-            return self.files[i], row - (self._ends[i - 1] if i else 0)
+            return i, row - (self._ends[i - 1] if i else 0)
         base = 0
-        for f in self.files:
+        for i, f in enumerate(self.files):
             n = self.count(f)
             if row < base + n:
-                return f, row - base
+                return i, row - base
             base += n
         raise IndexError(row)
 
@@ -183,9 +188,9 @@ class RowDataset(TextRows):
         with self._lock:
             out: dict[int, Any] = {}
             by_file: dict[int, list[tuple[int, int]]] = {}
-            for r in rows:
-                f, local = self.locate(r)
-                by_file.setdefault(self.files.index(f), []).append((r, local))
+            for r in rows:  # (by the file's index: files.index compared DataFiles field by field, n^2 over a folder)
+                fi, local = self._where(r)
+                by_file.setdefault(fi, []).append((r, local))
             for fi, pairs in by_file.items():
                 f = self.files[fi]
                 for r, value in self._read_file_rows(f, pairs, columns):
