@@ -292,3 +292,69 @@ def test_rows_of_a_folder_are_found_by_the_file_index(tmp_path, monkeypatch):
         assert [r for r, _ in ds.read_rows([29, 3, 17])] == [29, 3, 17]
     finally:
         ds.close()
+
+
+def _folder(tmp_path, files: dict[str, bytes]):
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    return local_dataset(sorted(str(tmp_path / n) for n in files), str(tmp_path), "folder")
+
+
+def test_one_broken_file_of_a_folder_is_one_row_saying_why(tmp_path):
+    """A trajectory cut short (a run killed while it was written) made the whole folder unreadable: counting
+    raised at it. It is one row holding json's message for that file now, and every other file reads as json
+    reads it; a wrapper object's rows and an array's elements count as before."""
+    traj = (REAL / "swe_agent" / "swe-agent__test-repo-i1.traj").read_bytes()
+    wrapper = json.dumps({"rows": [{"a": 1}, {"a": "é"}], "note": "x"}, ensure_ascii=False).encode()
+    files = {"a.traj": traj, "b.traj": traj[:20000], "c.json": wrapper, "d.json": b'[{"a": 1}, {"a": 2}]',
+             "e.traj": traj.replace(b'"history"', b'"\\u0068istory"', 1), "f.json": b'{"data": [1, 2]}'}
+    ds = _folder(tmp_path, files)
+    from viewer.sources.jsonio import rows_of_json
+
+    want = []
+    for name in sorted(files):
+        try:
+            want += [(name, r) for r in rows_of_json(json.loads(files[name].decode("utf-8")))]
+        except ValueError:
+            want.append((name, None))
+    try:
+        assert len(ds) == len(want)
+        for i, (name, row) in enumerate(want):
+            got = ds.read_row(i)
+            if row is None:
+                assert isinstance(got, RowReadError) and str(got) == the_error(tmp_path / name), got
+            else:
+                assert same(got, row), (name, i)
+    finally:
+        ds.close()
+
+
+def test_a_folder_is_counted_without_holding_its_files(tmp_path):
+    """Counting a folder of trajectories parsed each whole and kept them all (1.35x the folder in memory for
+    3,932 of them); it holds none of them now, and a row is parsed when it is read."""
+    import gc
+    import tracemalloc
+
+    traj = (REAL / "swe_agent" / "swe-agent__test-repo-i1.traj").read_bytes()
+    n = 40
+    ds = _folder(tmp_path, {f"t{i:02d}.traj": traj for i in range(n)})
+    gc.collect()
+    tracemalloc.start()
+    try:
+        one = json.loads(traj)  # what one parsed trajectory holds (the oracle: the stdlib's own objects)
+        each = tracemalloc.get_traced_memory()[0]
+        del one
+        gc.collect()
+        base = tracemalloc.get_traced_memory()[0]
+        assert len(ds) == n
+        counted = tracemalloc.get_traced_memory()[0] - base
+        rows = [ds.read_row(i) for i in range(n)]
+        assert all(same(r, json.loads(traj)) for r in rows)
+        del rows
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+        ds.close()
+    assert counted < 3 * each, (counted, each)  # n files held were n * each
+    assert after < 3 * each, (after, each)

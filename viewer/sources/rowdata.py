@@ -198,9 +198,10 @@ class RowDataset(TextRows):
             return [(r, out[r]) for r in rows]
 
     def _read_file_rows(self, f: DataFile, pairs: list[tuple[int, int]], columns) -> Iterator[tuple[int, Any]]:
-        if f.kind in _WHOLE_FILE_KINDS and (rows := self._json_rows(f)) is not None:
+        if f.kind in _WHOLE_FILE_KINDS and ((rows := self._json_rows(f)) is not None or f.spans is None):
+            rows = rows if rows is not None else self._object_rows(f)  # (a folder's object file: counted, not kept)
             for r, local in pairs:
-                yield r, self._check_cells(r, rows[local])
+                yield r, self._check_cells(r, rows[local] if local < len(rows) else rows[0])
         elif f.kind in _WHOLE_FILE_KINDS:
             for r, local in pairs:
                 yield r, self._span_row(f, r, local)

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import msgspec
+
 from viewer.sources.jsonio import rows_of_json
 from viewer.sources.rowerror import RowReadError
 from viewer.sources.rowjson import loads  # json.loads's values and errors, at msgspec's speed
@@ -60,36 +62,66 @@ class TextRows:
     _refused: int = 0
 
     def _json_rows(self, f: DataFile) -> list[Any] | None:
-        """A JSON file's rows when it was read whole; None when it is an array read by element (f.spans)."""
-        if f.rows is None and f.spans is None:
+        """A JSON file's rows when it was read whole; None when it is an array read by element (f.spans) or,
+        in a dataset of several files, an object counted without being kept (read by :meth:`_object_rows`)."""
+        if f.rows is None and f.spans is None and f.num_rows is None:
             if f.size is not None and f.size > self.max_file_bytes:
                 raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
                                            f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
-            if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
-                with self._open(f) as fh:
-                    data = fh.read()  # the zip's directory is at its end: read whole (size-capped above)
-                from viewer.sources.evalzip import read_inspect_eval
-
-                f.rows = [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
-                f.num_rows = 1
-                return f.rows
-            with self._open(f) as fh:
-                spans = index_array(fh, self._rows_by_element)
-                if spans is not None:
-                    f.spans, f.num_rows = spans, len(spans[0])
-                    return None
-                fh.seek(0)
-                raw = fh.read()
+            several = len(getattr(self, "files", ())) > 1
             try:
-                value = loads(raw, "utf-8-sig")
-            except RecursionError:
-                raise RowReadError(f.name, _TOO_DEEP) from None
-            except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
-                where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
-                raise RowReadError(f"{f.name} {where}", f"invalid JSON: {e}") from None
-            f.rows = rows_of_json(value)
+                if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
+                    with self._open(f) as fh:
+                        data = fh.read()  # the zip's directory is at its end: read whole (size-capped above)
+                    from viewer.sources.evalzip import read_inspect_eval
+
+                    f.rows = [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
+                    f.num_rows = 1
+                    return f.rows
+                with self._open(f) as fh:
+                    spans = index_array(fh, self._rows_by_element)
+                    if spans is not None:
+                        f.spans, f.num_rows = spans, len(spans[0])
+                        return None
+                    fh.seek(0)
+                    raw = fh.read()
+                if several and (n := object_rows(raw)) is not None:  # a folder's trajectories: not all held
+                    f.num_rows = n
+                    return None
+                f.rows = rows_of_json(_whole_value(f.name, raw))
+            except RowReadError as e:
+                if not several:
+                    raise
+                f.rows = [e]  # one file of a folder that does not parse: one row saying why, the others read
             f.num_rows = len(f.rows)
         return f.rows
+
+    def _object_rows(self, f: DataFile) -> list[Any]:
+        """The rows of a JSON object file that was counted, not kept (:func:`object_rows`): read and decoded
+        again, the format's own decode where the file is one row; the last file's rows are kept (a file of
+        many rows is read once for them)."""
+        last = self._object_last
+        if last is not None and last[0] is f:
+            return last[1]
+        self._object_last = None
+        try:
+            with self._open(f) as fh:
+                raw = fh.read(self.max_file_bytes + 1)
+            if len(raw) > self.max_file_bytes:
+                raise RowReadError(f.name, f"file is over the {self.max_file_bytes / 1048576:g} MB limit "
+                                           "(VIEWER_MAX_FILE_MB); not read")
+            value = self.decode(raw) if self.decode is not None and f.num_rows == 1 else None
+            rows = [value] if value and type(value) is dict else rows_of_json(_whole_value(f.name, raw))
+        except RowReadError as e:
+            rows = [e]
+        except OSError as e:
+            rows = [RowReadError(f.name, f"cannot read: {e}")]
+        if len(rows) != f.num_rows:  # (changed since it was counted)
+            rows = [RowReadError(f.name, f"holds {len(rows)} rows now, {f.num_rows} when counted (file changed?)")]
+        self._object_last = (f, rows)
+        return rows
+
+    _object_last: tuple[DataFile, list[Any]] | None = None  # (the object file read last, its rows)
 
     def _scan_lines(self, f: DataFile, upto: int | None) -> None:
         """Extend f.line_offsets until line ``upto`` is known (None: to the end).
@@ -208,3 +240,49 @@ class TextRows:
                     return RowReadError(f"row {r} .{k}", f"cell is {len(v) / 1048576:.1f} MB, over the "
                                                          f"{self.max_cell_bytes / 1048576:g} MB cell limit; not read")
         return value
+
+
+_WS = b" \t\r\n"
+
+
+class _Wrapper(msgspec.Struct):
+    """The keys of a JSON object that :func:`rows_of_json` takes its rows from (each left unparsed)."""
+
+    rows: msgspec.Raw = msgspec.UNSET
+    data: msgspec.Raw = msgspec.UNSET
+    records: msgspec.Raw = msgspec.UNSET
+
+
+_WRAPPER = msgspec.json.Decoder(_Wrapper)
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def object_rows(raw: bytes) -> int | None:
+    """How many rows :func:`rows_of_json` finds in the JSON object ``raw`` (1, or the length of a ``rows`` /
+    ``data`` / ``records`` list of objects), counted by msgspec's skip, which builds nothing (looking for
+    those keys in the text cost more: ~28 us each in a 50 KB trajectory); None where it is not an object
+    msgspec takes (parse it whole, which says why)."""
+    if raw.lstrip(_WS)[:1] != b"{":
+        return None
+    try:
+        wrapper = _WRAPPER.decode(raw)
+        for key in ("rows", "data", "records"):  # (rows_of_json's order)
+            held = getattr(wrapper, key)
+            if held is not msgspec.UNSET and memoryview(held)[:1] == b"[":
+                items = _RAW_LIST.decode(held)
+                if items and memoryview(items[0])[:1] == b"{":
+                    return len(items)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return 1
+
+
+def _whole_value(name: str, raw: bytes) -> Any:
+    """A JSON file parsed whole, as json.loads gives it; a RowReadError in json's words where it refuses it."""
+    try:
+        return loads(raw, "utf-8-sig")
+    except RecursionError:
+        raise RowReadError(name, _TOO_DEEP) from None
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a number of too many digits
+        where = f"line {e.lineno}, column {e.colno}" if isinstance(e, json.JSONDecodeError) else "bytes"
+        raise RowReadError(f"{name} {where}", f"invalid JSON: {e}") from None
