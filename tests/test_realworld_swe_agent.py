@@ -80,3 +80,37 @@ def test_cli_summary_of_a_traj_file(extra):
     assert out["format"] == "swe-agent" and out["turns"] == _expected_turns(_raw(path))
 
 
+
+
+def test_drift_and_lint_take_a_folder_of_traj_files_one_cut_short(tmp_path):
+    """What SWE-agent writes is a folder of trajectories (``<run>/<instance>/<instance>.traj``), and a run
+    killed while writing leaves one cut short. `drift` and `lint` refused the folder ("no capture folders"),
+    and the Datasets tab refused all of it for the one bad file. Each good file is one rollout of its own
+    model calls (counted from the raw JSON); the cut one is listed as unreadable with json's own message."""
+    run = tmp_path / "run"
+    for path in FILES:
+        (run / path.stem).mkdir(parents=True)
+        (run / path.stem / path.name).write_bytes(path.read_bytes())
+    cut = run / "killed" / "killed.traj"
+    cut.parent.mkdir()
+    cut.write_bytes(FILES[0].read_bytes()[:5000])
+    try:
+        json.loads(cut.read_text())
+    except json.JSONDecodeError as e:
+        why = str(e)
+    want_turns = sum(_expected_turns(_raw(p)) for p in FILES)
+    docs = {}
+    for cmd in ("drift", "lint"):
+        cli = subprocess.run([sys.executable, "-m", "viewer", cmd, str(run), "--json", "--quiet"],
+                             capture_output=True, text=True, cwd=REPO, timeout=600)
+        assert cli.returncode in (0, 1), cli.stderr  # (lint: 1 when an error-level rule fired)
+        docs[cmd] = json.loads(cli.stdout)
+    assert docs["drift"]["totals"]["rollouts"] == len(FILES)
+    assert docs["drift"]["totals"]["turns"] == want_turns
+    for doc in docs.values():
+        unread = [e for e in doc["errors"] if why in e["error"]]
+        assert len(unread) == 1 and "killed.traj" in unread[0]["error"], doc["errors"]
+    src = open_dataset(run)
+    assert len(src.dataset) == len(FILES) + 1
+    rows = summarize_rows(src, list(range(len(FILES) + 1)))
+    assert sum(1 for r in rows if r["error"]) == 1

@@ -142,7 +142,8 @@ def add_parser(sub: Any) -> None:
                                    "round trip, prompt re-render through the chat template, turn-to-turn prefix, and "
                                    "the trainer's CLEAN/REALIGN/FORK rows.")
     p.add_argument("source", metavar="SOURCE",
-                   help="capture folder, trace/turns file, folder of capture folders, or hf://datasets/OWNER/NAME")
+                   help="capture folder, trace/turns file, folder of capture folders, data file, folder of data "
+                        "files (SWE-agent .traj, Inspect logs), or hf://datasets/OWNER/NAME")
     add_setting_option(p, "--tokenizer", "tokenizer", metavar="T", default=None)
     add_common(p, findings="a turn drifted")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="scan at most N rollouts (rows for hf://)")

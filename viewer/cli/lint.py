@@ -83,7 +83,8 @@ def add_parser(sub: Any) -> None:
                        description="Lint every rollout of SOURCE with the rules of docs/LINT.md (stable ids, a why "
                                    "and a fix each). Exit 1 when a rule at level error fires.")
     p.add_argument("source", metavar="SOURCE",
-                   help="capture folder, trace/turns file, folder of capture folders, data file, or "
+                   help="capture folder, trace/turns file, folder of capture folders, data file, folder of data files "
+                        "(SWE-agent .traj, Inspect logs), or "
                         "hf://datasets/OWNER/NAME")
     add_common(p)
     p.add_argument("--select", metavar="RULES", default=None,

@@ -95,7 +95,8 @@ def add_parser(sub: Any) -> None:
                                    "delta>0.5, ratio>2, ids:1,2, tokens:\"<tool_call>\", AND / OR / NOT. "
                                    "Builds or updates the dataset's index first.")
     p.add_argument("source", metavar="SOURCE",
-                   help="capture folder, folder of capture folders, data file, or hf://datasets/OWNER/NAME")
+                   help="capture folder, folder of capture folders, data file, folder of data files, or "
+                        "hf://datasets/OWNER/NAME")
     p.add_argument("query", metavar="QUERY", help='the query, e.g. \'tool:bash logprob<-5\' ("" lists every rollout)')
     add_common(p)
     p.add_argument("--limit", type=int, default=20, metavar="N", help="show at most N hits (default 20)")

@@ -15,7 +15,8 @@ from viewer.drift.results import ScanError, ScanResult, TokenizerUsed
 from viewer.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
 from viewer.rollout import Rollout
 
-__all__ = ["ScanInputError", "discover", "iter_rollouts", "scan_source", "is_data_file", "merge_counts", "TokenizerCache"]
+__all__ = ["ScanInputError", "discover", "iter_rollouts", "scan_source", "is_data_file", "is_dataset_spec", "merge_counts",
+           "TokenizerCache"]
 
 
 class ScanInputError(Exception):
@@ -30,6 +31,15 @@ class ScanInputError(Exception):
 def is_data_file(spec: str) -> bool:
     """A parquet / JSONL file: many rows, one rollout each (a .json file is read as a capture)."""
     return Path(spec).suffix.lower() in (".parquet", ".jsonl", ".ndjson") and Path(spec).is_file()
+
+
+def is_dataset_spec(spec: str) -> bool:
+    """A spec read row by row (:func:`viewer.sources.open_dataset`): ``hf://``, a data file, or a folder of
+    data files that holds no capture folder (SWE-agent's ``*.traj``, Inspect logs: :func:`discover`)."""
+    if spec.startswith("hf://") or is_data_file(spec):
+        return True
+    p = Path(spec)
+    return p.is_dir() and not is_capture_dir(p)
 
 
 def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
@@ -57,9 +67,24 @@ def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
         if is_capture_dir(here):
             found.append(str(here))
             dirs.clear()  # a capture folder is a leaf
+    if not found and _holds_data_files(p, settings):  # a dataset that is a folder (the Datasets tab opens it)
+        return [str(p)]
     if not found:
-        raise ScanInputError(f"{p}: no capture folders (with a trace or turns file) found under it")
+        raise ScanInputError(f"{p}: no capture folders (with a trace or turns file) and no data files "
+                             "(.jsonl, .json, .parquet, .traj, .eval) found under it")
     return found
+
+
+def _holds_data_files(p: Path, settings: Settings | None) -> bool:
+    from viewer.sources.filekinds import data_kind
+    from viewer.sources.upload import prune
+
+    for root, dirs, files in os.walk(p):
+        prune(p, root, dirs, settings)
+        dirs[:] = [d for d in dirs if not d.startswith(".")]  # (as open_dataset lists a folder: not the search index)
+        if any(data_kind(f) and not f.startswith(".") for f in files):
+            return True
+    return False
 
 
 def _dataset_rollouts(spec: str, settings: Settings, limit: int | None,
@@ -111,7 +136,7 @@ class _Rollouts:
     def total(self) -> int | None:
         """How many rollouts the scan will read: None when unknown (a dataset read row by row
         without --limit; before, that was reported as 1 and progress read "5/1")."""
-        if len(self.specs) == 1 and (self.specs[0].startswith("hf://") or is_data_file(self.specs[0])):
+        if len(self.specs) == 1 and is_dataset_spec(self.specs[0]):
             return self.limit
         return min(len(self.specs), self.limit) if self.limit else len(self.specs)
 
@@ -132,7 +157,7 @@ class _Rollouts:
             if self.limit is not None and n >= self.limit:
                 return
             try:
-                if spec.startswith("hf://") or is_data_file(spec):
+                if is_dataset_spec(spec):
                     for r in _dataset_rollouts(spec, self.settings, self.limit, self.errors):
                         yield self._noted(r)
                         n += 1
