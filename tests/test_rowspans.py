@@ -358,3 +358,18 @@ def test_a_folder_is_counted_without_holding_its_files(tmp_path):
         ds.close()
     assert counted < 3 * each, (counted, each)  # n files held were n * each
     assert after < 3 * each, (after, each)
+
+
+def test_a_file_of_a_folder_changed_after_counting_says_so(tmp_path):
+    traj = (REAL / "swe_agent" / "swe-agent__test-repo-i1.traj").read_bytes()
+    ds = _folder(tmp_path, {"a.traj": traj, "b.traj": traj, "c.json": b'{"rows": [{"a": 1}, {"a": 2}]}'})
+    try:
+        assert len(ds) == 4
+        (tmp_path / "b.traj").write_bytes(traj + b" " * 10)  # grown since it was listed
+        (tmp_path / "c.json").write_bytes(b'{"rows": [{"a": 1}]}')  # a row fewer than counted
+        got = [ds.read_row(i) for i in range(4)]
+    finally:
+        ds.close()
+    assert same(got[0], json.loads(traj))
+    assert isinstance(got[1], RowReadError) and "has grown since it was listed" in str(got[1])
+    assert all(isinstance(g, RowReadError) and "1 rows now, 2 when counted" in str(g) for g in got[2:])

@@ -8,6 +8,7 @@ size-capped, as before. A row's errors name its line (or element) and file.
 """
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -17,7 +18,7 @@ import msgspec
 from viewer.sources.jsonio import rows_of_json
 from viewer.sources.rowerror import RowReadError
 from viewer.sources.rowjson import loads  # json.loads's values and errors, at msgspec's speed
-from viewer.sources.rowarray import index_array
+from viewer.sources.rowarray import ARRAY_CHUNK, index_array
 from viewer.sources.rowspans import SpanReader, scan_lines
 
 __all__ = ["TextRows", "DataFile"]
@@ -79,12 +80,17 @@ class TextRows:
                     f.num_rows = 1
                     return f.rows
                 with self._open(f) as fh:
-                    spans = index_array(fh, self._rows_by_element)
+                    if f.size is not None and f.size <= ARRAY_CHUNK:  # small (a trajectory): read once
+                        raw = fh.read()
+                        spans = index_array(io.BytesIO(raw), self._rows_by_element)
+                    else:
+                        spans = index_array(fh, self._rows_by_element)
+                        if spans is None:
+                            fh.seek(0)
+                            raw = fh.read()
                     if spans is not None:
                         f.spans, f.num_rows = spans, len(spans[0])
                         return None
-                    fh.seek(0)
-                    raw = fh.read()
                 if several and (n := object_rows(raw)) is not None:  # a folder's trajectories: not all held
                     f.num_rows = n
                     return None
@@ -105,11 +111,13 @@ class TextRows:
             return last[1]
         self._object_last = None
         try:
-            with self._open(f) as fh:
-                raw = fh.read(self.max_file_bytes + 1)
+            with self._open(f) as fh:  # (as big as it was listed: a read of the limit's size allocated that much)
+                raw = fh.read(min(f.size if f.size is not None else self.max_file_bytes, self.max_file_bytes) + 1)
             if len(raw) > self.max_file_bytes:
                 raise RowReadError(f.name, f"file is over the {self.max_file_bytes / 1048576:g} MB limit "
                                            "(VIEWER_MAX_FILE_MB); not read")
+            if f.size is not None and len(raw) > f.size:
+                raise RowReadError(f.name, "has grown since it was listed (file changed?): open it again")
             value = self.decode(raw) if self.decode is not None and f.num_rows == 1 else None
             rows = [value] if value and type(value) is dict else rows_of_json(_whole_value(f.name, raw))
         except RowReadError as e:
