@@ -35,7 +35,10 @@ and peak RSS <= 0.3x the file.
    ``.rollout(i)`` whole, derive included (text-only rows are tokenised through the chat template,
    as the app does); **open (first screen)** (``--open-repeat`` alternating runs): what showing the file
    costs, ``open_dataset`` (the row index: every line found, Atropos' rollouts counted), the row table's
-   first page and the first rollout's Conversation, the rest read when it is shown.
+   first page and the first rollout's Conversation, the rest read when it is shown. A file that is one
+   object (a SWE-agent ``.traj``, a mini-swe-agent ``.traj.json``, an Inspect ``.json`` log) is also measured
+   in the shape its producer writes, a **folder** of copies (100 a subfolder, at most 20,000 files; a small
+   file then stops short of ``--mb``, said), against ``json.load`` of each file (``--no-folder`` skips it).
 """
 from __future__ import annotations
 
@@ -44,6 +47,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -191,7 +195,7 @@ def rollout_digest(ro) -> str:
 
 
 _CHILD = r"""
-import json, sys, time
+import json, os, sys, time
 repo = sys.argv[3]
 sys.path.insert(0, repo)
 
@@ -221,7 +225,15 @@ out = obj = ro = None
 if mode == "json-nogc":
     import gc
     gc.disable()  # the stricter baseline: no collections over the millions of new containers
-if mode in ("json", "json-nogc", "json-check"):
+if mode in ("json", "json-nogc", "json-check") and os.path.isdir(path):  # a folder of one-object files
+    obj = []
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            with open(os.path.join(root, name), "rb") as f:
+                obj.append(json.load(f))
+    out = len(obj)
+elif mode in ("json", "json-nogc", "json-check"):
     with open(path, "rb") as f:
         head = f.read(1 << 16).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
         f.seek(0)
@@ -344,7 +356,8 @@ def _label(src: Path) -> str:
         return f"{src.parent.name}/{src.name}"
 
 
-def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int = 1, open_repeat: int = 0) -> None:
+def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int = 1, open_repeat: int = 0,
+               folder: bool = True) -> None:
     label = _label(src)
     dest = tmp / "rows" / src.name
     t0 = time.perf_counter()
@@ -358,6 +371,32 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
         compare(f"{label} open (first screen)", dest, size, "open", open_repeat)
     rollout_line(label, dest, size, rollout_repeat)
     dest.unlink()
+    if how == "JSONL of copies of its one object" and folder:  # the producer's own shape: a file a rollout
+        where = tmp / "folder"
+        t0 = time.perf_counter()
+        files, size = replicate_folder(src, where, mb)
+        print(f"\n[{label}] replicated as a folder of {files:,} copies of the file (what the producer writes), "
+              f"{size:.1f} MB (written in {time.perf_counter() - t0:.1f} s)")
+        compare(f"{label} folder read", where, size, "read", repeat)
+        if open_repeat:
+            compare(f"{label} folder open (first screen)", where, size, "open", open_repeat)
+        shutil.rmtree(where)
+
+
+FOLDER_FILES = 20_000  # at most this many files a folder (a small file stops short of --mb, said)
+
+
+def replicate_folder(src: Path, dest: Path, mb: float) -> tuple[int, float]:
+    """Copies of the one-object file ``src`` in ``dest``, 100 a subfolder (as SWE-agent nests its runs), until
+    they hold ``mb`` MB or FOLDER_FILES files. Returns (files, MB written)."""
+    data = src.read_bytes()
+    n = min(FOLDER_FILES, -(-int(mb * 1e6) // len(data)))
+    for i in range(n):
+        sub = dest / f"{i // 100:04d}"
+        if i % 100 == 0:
+            sub.mkdir(parents=True)
+        (sub / f"{i:06d}{''.join(src.suffixes)}").write_bytes(data)
+    return n, n * len(data) / 1e6
 
 
 def rollout_line(label: str, path: Path, size_mb: float, repeat: int) -> None:
@@ -387,6 +426,8 @@ def main() -> None:
     ap.add_argument("--open-repeat", type=int, default=0,
                     help="alternating runs of the open line (open_dataset, the row table's first page, the first "
                          "rollout's Conversation) per --format-file (default 0: skipped)")
+    ap.add_argument("--no-folder", action="store_true",
+                    help="skip the folder line of a one-object file (a folder of copies, as SWE-agent writes them)")
     ap.add_argument("--blas-threads", default=BLAS_THREADS,
                     help="OPENBLAS_NUM_THREADS of every child (default 1; empty: the environment's, as before)")
     args = ap.parse_args()
@@ -397,7 +438,8 @@ def main() -> None:
             raise SystemExit("the reader's columns differ from json's")
         for src in args.format_file:
             try:
-                bench_file(Path(d), src, args.mb, args.repeat, args.rollout_repeat, args.open_repeat)
+                bench_file(Path(d), src, args.mb, args.repeat, args.rollout_repeat, args.open_repeat,
+                           not args.no_folder)
             except SystemExit as e:  # one file the reader refuses (or that is not rows) does not stop the others
                 print(f"[{_label(src)}] not measured: {e}")
 
