@@ -280,18 +280,21 @@ class RowDataset(TextRows):
 
 
 def local_dataset(paths: Sequence[str], root: str, label: str, *, kinds: dict[str, str] | None = None,
-                  **kwargs) -> RowDataset:
+                  sizes: dict[str, int] | None = None, **kwargs) -> RowDataset:
     """A RowDataset over local files (the same code path as the Hub, with ``LocalFileSystem``).
-    ``kinds``: the container of a path whose name does not tell (``--format`` given, :func:`sniff_kind`)."""
+    ``kinds``: the container of a path whose name does not tell (``--format`` given, :func:`sniff_kind`);
+    ``sizes``: the paths' sizes where the caller listed them already."""
     import os
 
     from fsspec.implementations.local import LocalFileSystem
 
     files = []
+    lead = os.path.join(root, "") if root else None
     for p in paths:
         kind = (kinds or {}).get(p) or data_kind(p)
         if kind is None:
             continue
-        rel = os.path.relpath(p, root) if root else os.path.basename(p)
-        files.append(DataFile(p, rel, kind, size=os.path.getsize(p)))
+        rel = (p[len(lead):] if lead and p.startswith(lead) else os.path.relpath(p, root)) if root else os.path.basename(p)
+        size = sizes.get(p) if sizes is not None else None
+        files.append(DataFile(p, rel, kind, size=size if size is not None else os.path.getsize(p)))
     return RowDataset(LocalFileSystem(), files, label, **kwargs)
