@@ -360,18 +360,22 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
                folder: bool = True) -> None:
     label = _label(src)
     dest = tmp / "rows" / src.name
-    t0 = time.perf_counter()
-    how, rows, size = replicate(src, dest, mb)
-    if how.startswith("JSONL") and not dest.name.endswith(".jsonl"):  # the row reader goes by the extension
-        dest = dest.rename(dest.with_name(dest.name + ".jsonl"))
-    print(f"\n[{label}] replicated as {how}: {rows:,} rows, {size:.1f} MB "
-          f"(written in {time.perf_counter() - t0:.1f} s)")
-    compare(f"{label} read", dest, size, "read", repeat)
-    if open_repeat:  # what showing the file costs: the same comparison, for the first screen
-        compare(f"{label} open (first screen)", dest, size, "open", open_repeat)
-    rollout_line(label, dest, size, rollout_repeat)
-    dest.unlink()
-    if how == "JSONL of copies of its one object" and folder:  # the producer's own shape: a file a rollout
+    one = _one_rollout_list(src)
+    if one:  # a list that is one rollout (OpenHands events): its elements copied would be one 200 MB rollout
+        print(f"\n[{label}] a JSON list that is one rollout: measured as a folder of copies only")
+    else:
+        t0 = time.perf_counter()
+        how, rows, size = replicate(src, dest, mb)
+        if how.startswith("JSONL") and not dest.name.endswith(".jsonl"):  # the row reader goes by the extension
+            dest = dest.rename(dest.with_name(dest.name + ".jsonl"))
+        print(f"\n[{label}] replicated as {how}: {rows:,} rows, {size:.1f} MB "
+              f"(written in {time.perf_counter() - t0:.1f} s)")
+        compare(f"{label} read", dest, size, "read", repeat)
+        if open_repeat:  # what showing the file costs: the same comparison, for the first screen
+            compare(f"{label} open (first screen)", dest, size, "open", open_repeat)
+        rollout_line(label, dest, size, rollout_repeat)
+        dest.unlink()
+    if (one or how == "JSONL of copies of its one object") and folder:  # the producer's shape: a file a rollout
         where = tmp / "folder"
         t0 = time.perf_counter()
         files, size = replicate_folder(src, where, mb)
@@ -381,6 +385,20 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
         if open_repeat:
             compare(f"{label} folder open (first screen)", where, size, "open", open_repeat)
         shutil.rmtree(where)
+
+
+def _one_rollout_list(src: Path) -> bool:
+    """Whether ``src`` is a JSON list the row layer reads as one rollout (jsonio.rows_of_json: chat messages,
+    OpenHands events), not a list of rows."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from viewer.sources.jsonio import rows_of_json
+
+    try:
+        whole = json.loads(src.read_bytes())
+    except ValueError:
+        return False
+    return isinstance(whole, list) and len(whole) > 1 and len(rows_of_json(whole)) == 1
 
 
 FOLDER_FILES = 20_000  # at most this many files a folder (a small file stops short of --mb, said)

@@ -331,7 +331,8 @@ def test_one_broken_file_of_a_folder_is_one_row_saying_why(tmp_path):
 
 def test_a_folder_is_counted_without_holding_its_files(tmp_path):
     """Counting a folder of trajectories parsed each whole and kept them all (1.35x the folder in memory for
-    3,932 of them); it holds none of them now, and a row is parsed when it is read."""
+    3,932 of them); it reads none of them now (SWE-agent writes one trajectory a .traj), holds none, and a row
+    is parsed when it is read."""
     import gc
     import tracemalloc
 
@@ -347,6 +348,7 @@ def test_a_folder_is_counted_without_holding_its_files(tmp_path):
         gc.collect()
         base = tracemalloc.get_traced_memory()[0]
         assert len(ds) == n
+        assert ds.bytes_read == 0  # a trajectory file is one row: counted unread (shown at once)
         counted = tracemalloc.get_traced_memory()[0] - base
         rows = [ds.read_row(i) for i in range(n)]
         assert all(same(r, json.loads(traj)) for r in rows)
@@ -373,3 +375,29 @@ def test_a_file_of_a_folder_changed_after_counting_says_so(tmp_path):
     assert same(got[0], json.loads(traj))
     assert isinstance(got[1], RowReadError) and "has grown since it was listed" in str(got[1])
     assert all(isinstance(g, RowReadError) and "1 rows now, 2 when counted" in str(g) for g in got[2:])
+
+
+def test_a_folder_of_event_lists_and_small_arrays_counts_as_json_reads_them(tmp_path):
+    """OpenHands writes a trajectory as a JSON list of events (one rollout); a folder of them was parsed whole
+    file by file and held (3.8x the folder in memory). Counted by msgspec's skip now, not held; an array of
+    rows is its elements, an empty one none, as rows_of_json says of json's value."""
+    from viewer.sources.jsonio import rows_of_json
+
+    events = (REAL / "openhands" / "basic.json").read_bytes()
+    files = {"e1.json": events, "e2.json": events, "rows.json": b'[{"a": 1}, {"a": 2}, [{"role": "user", "content": "x"}]]',
+             "empty.json": b"[]", "bad.json": events[:3000]}
+    ds = _folder(tmp_path, files)
+    want = []
+    for name in sorted(files):
+        try:
+            want += [(name, r) for r in rows_of_json(json.loads(files[name].decode("utf-8")))]
+        except ValueError:
+            want.append((name, None))
+    try:
+        assert len(ds) == len(want)
+        for i, (name, row) in enumerate(want):
+            got = ds.read_row(i)
+            assert same(got, row) if row is not None else str(got) == the_error(tmp_path / name), (name, i)
+        assert all(f.rows is None or isinstance(f.rows[0], RowReadError) for f in ds.files)  # none held
+    finally:
+        ds.close()

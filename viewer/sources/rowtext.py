@@ -64,35 +64,35 @@ class TextRows:
 
     def _json_rows(self, f: DataFile) -> list[Any] | None:
         """A JSON file's rows when it was read whole; None when it is an array read by element (f.spans) or,
-        in a dataset of several files, an object counted without being kept (read by :meth:`_object_rows`)."""
+        in a dataset of several files, a file counted without being kept (read by :meth:`_object_rows`)."""
         if f.rows is None and f.spans is None and f.num_rows is None:
             if f.size is not None and f.size > self.max_file_bytes:
                 raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
                                            f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
             several = len(getattr(self, "files", ())) > 1
+            if several and (f.kind == "zip" or f.name.endswith(ONE_ROLLOUT_FILES)):  # one rollout a file: counted
+                f.num_rows = 1  # unread (a folder of 4,000 trajectories is shown at once), read when its row is
+                return None
             try:
                 if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
-                    with self._open(f) as fh:
-                        data = fh.read()  # the zip's directory is at its end: read whole (size-capped above)
-                    from viewer.sources.evalzip import read_inspect_eval
-
-                    f.rows = [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
+                    f.rows = self._zip_rows(f)
                     f.num_rows = 1
                     return f.rows
+                small = f.size is not None and f.size <= ARRAY_CHUNK
                 with self._open(f) as fh:
-                    if f.size is not None and f.size <= ARRAY_CHUNK:  # small (a trajectory): read once
-                        raw = fh.read()
-                        spans = index_array(io.BytesIO(raw), self._rows_by_element)
-                    else:
+                    if not small:  # a big array: its elements' spans (an object is told by its first bytes)
                         spans = index_array(fh, self._rows_by_element)
-                        if spans is None:
-                            fh.seek(0)
-                            raw = fh.read()
-                    if spans is not None:
-                        f.spans, f.num_rows = spans, len(spans[0])
-                        return None
-                if several and (n := object_rows(raw)) is not None:  # a folder's trajectories: not all held
+                        if spans is not None:
+                            f.spans, f.num_rows = spans, len(spans[0])
+                            return None
+                        fh.seek(0)
+                    raw = fh.read()  # (a small file: read once)
+                if several and (n := file_rows(raw, self._rows_by_element)) is not None:  # a folder: not all held
                     f.num_rows = n
+                    return None
+                if small and (spans := index_array(io.BytesIO(raw), self._rows_by_element,
+                                                   chunk=min(ARRAY_CHUNK, max(1 << 16, len(raw) + 1)))) is not None:
+                    f.spans, f.num_rows = spans, len(spans[0])
                     return None
                 f.rows = rows_of_json(_whole_value(f.name, raw))
             except RowReadError as e:
@@ -103,14 +103,18 @@ class TextRows:
         return f.rows
 
     def _object_rows(self, f: DataFile) -> list[Any]:
-        """The rows of a JSON object file that was counted, not kept (:func:`object_rows`): read and decoded
-        again, the format's own decode where the file is one row; the last file's rows are kept (a file of
-        many rows is read once for them)."""
+        """The rows of a file of a folder that was counted, not kept (:func:`file_rows`, ``ONE_ROLLOUT_FILES``,
+        an ``.eval`` log): read and decoded now, the format's own decode where the file is one row; the last
+        file's rows are kept (a file of many rows is read once for them)."""
         last = self._object_last
         if last is not None and last[0] is f:
             return last[1]
         self._object_last = None
         try:
+            if f.kind == "zip":
+                rows = self._zip_rows(f)
+                self._object_last = (f, rows)
+                return rows
             with self._open(f) as fh:  # (as big as it was listed: a read of the limit's size allocated that much)
                 raw = fh.read(min(f.size if f.size is not None else self.max_file_bytes, self.max_file_bytes) + 1)
             if len(raw) > self.max_file_bytes:
@@ -128,6 +132,13 @@ class TextRows:
             rows = [RowReadError(f.name, f"holds {len(rows)} rows now, {f.num_rows} when counted (file changed?)")]
         self._object_last = (f, rows)
         return rows
+
+    def _zip_rows(self, f: DataFile) -> list[Any]:
+        with self._open(f) as fh:
+            data = fh.read()  # the zip's directory is at its end: read whole (size-capped by the listing)
+        from viewer.sources.evalzip import read_inspect_eval
+
+        return [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
 
     _object_last: tuple[DataFile, list[Any]] | None = None  # (the object file read last, its rows)
 
@@ -251,6 +262,9 @@ class TextRows:
 
 
 _WS = b" \t\r\n"
+# Files that hold one trajectory by what writes them (SWE-agent's *.traj, mini-swe-agent's *.traj.json): one row
+# each in a folder, counted without being read (a file that does not parse is that row's error when it is read)
+ONE_ROLLOUT_FILES = (".traj", ".traj.json")
 
 
 class _Wrapper(msgspec.Struct):
@@ -265,14 +279,19 @@ _WRAPPER = msgspec.json.Decoder(_Wrapper)
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def object_rows(raw: bytes) -> int | None:
-    """How many rows :func:`rows_of_json` finds in the JSON object ``raw`` (1, or the length of a ``rows`` /
-    ``data`` / ``records`` list of objects), counted by msgspec's skip, which builds nothing (looking for
-    those keys in the text cost more: ~28 us each in a 50 KB trajectory); None where it is not an object
-    msgspec takes (parse it whole, which says why)."""
-    if raw.lstrip(_WS)[:1] != b"{":
-        return None
+def file_rows(raw: bytes, by_element: Callable[[list[bytes]], bool]) -> int | None:
+    """How many rows :func:`rows_of_json` finds in the JSON file ``raw``, counted by msgspec's skip, which builds
+    nothing: an object is one row, or its ``rows`` / ``data`` / ``records`` list of objects; an array is its
+    elements, or one row where ``by_element`` (its first five) says it is one conversation (OpenHands events).
+    None where msgspec does not take it (parse it whole, which says why). (Looking for the keys in the text cost
+    more than the skip: ~28 us each in a 50 KB trajectory.)"""
+    head = raw.lstrip(_WS)[:1]
     try:
+        if head == b"[":
+            items = _RAW_LIST.decode(raw)
+            return len(items) if items and by_element([bytes(x) for x in items[:5]]) else min(len(items), 1)
+        if head != b"{":
+            return None
         wrapper = _WRAPPER.decode(raw)
         for key in ("rows", "data", "records"):  # (rows_of_json's order)
             held = getattr(wrapper, key)
