@@ -401,3 +401,18 @@ def test_a_folder_of_event_lists_and_small_arrays_counts_as_json_reads_them(tmp_
         assert all(f.rows is None or isinstance(f.rows[0], RowReadError) for f in ds.files)  # none held
     finally:
         ds.close()
+
+
+def test_a_file_of_a_folder_over_the_size_limit_is_one_row_saying_so(tmp_path):
+    traj = (REAL / "swe_agent" / "swe-agent__test-repo-i1.traj").read_bytes()
+    big = json.dumps({"history": [], "pad": "x" * 200_000}).encode()
+    for name, data in {"a.traj": traj, "b.json": big, "c.traj": traj + b" " * 200_000}.items():
+        (tmp_path / name).write_bytes(data)
+    ds = local_dataset(sorted(str(p) for p in tmp_path.iterdir()), str(tmp_path), "folder", max_file_mb=0.125)
+    try:
+        assert len(ds) == 3  # (it raised at the big file: the whole folder refused)
+        got = [ds.read_row(i) for i in range(3)]
+    finally:
+        ds.close()
+    assert same(got[0], json.loads(traj))
+    assert all(isinstance(g, RowReadError) and "over the 0.125 MB limit" in str(g) for g in got[1:]), got[1:]

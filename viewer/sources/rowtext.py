@@ -66,14 +66,14 @@ class TextRows:
         """A JSON file's rows when it was read whole; None when it is an array read by element (f.spans) or,
         in a dataset of several files, a file counted without being kept (read by :meth:`_object_rows`)."""
         if f.rows is None and f.spans is None and f.num_rows is None:
-            if f.size is not None and f.size > self.max_file_bytes:
-                raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
-                                           f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
             several = len(getattr(self, "files", ())) > 1
-            if several and (f.kind == "zip" or f.name.endswith(ONE_ROLLOUT_FILES)):  # one rollout a file: counted
-                f.num_rows = 1  # unread (a folder of 4,000 trajectories is shown at once), read when its row is
-                return None
             try:
+                if f.size is not None and f.size > self.max_file_bytes:
+                    raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
+                                               f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
+                if several and (f.kind == "zip" or f.name.endswith(ONE_ROLLOUT_FILES)):  # one rollout a file:
+                    f.num_rows = 1  # counted unread (a folder of 4,000 trajectories is shown at once), read when
+                    return None  # its row is
                 if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
                     f.rows = self._zip_rows(f)
                     f.num_rows = 1
