@@ -190,6 +190,37 @@ def test_a_folder_of_logs_lists_every_sample_of_every_log():
     assert [r["row"] for r in page.rows if r["error"]] == [sum(rows[:names.index(NO_SAMPLES)])]
 
 
+def test_a_folder_of_json_logs_is_counted_from_their_bytes(tmp_path):
+    """A folder of `.json` logs only (what `inspect eval` writes with `--log-format json`): each log's samples are
+    counted from its bytes (msgspec's skip), not decoded whole and held; the rows are every sample, a log cut
+    short one row saying why, and each sample reads as the log read alone gives it."""
+    from viewer.sources import inspect_log
+
+    names = [n for n in sorted(p.name for p in DIR.glob("*.json"))]
+    for n in names:
+        (tmp_path / n).write_bytes((DIR / n).read_bytes())
+    cut = (DIR / names[-1]).read_bytes()[:4000]
+    (tmp_path / "zz-cut.json").write_bytes(cut)
+    src = open_dataset(tmp_path)
+    assert src.format.name == "inspect" and src.dataset.base.decode is inspect_log.FORMAT.decode
+    decoded = []
+    src.dataset.base.decode = lambda raw: decoded.append(len(raw)) or inspect_log.FORMAT.decode(raw)
+    counts = [max(1, len(raw_log(n)[1])) for n in names] + [1]
+    assert len(src.dataset) == sum(counts)
+    # only the log without samples, which its count leaves to the row layer (to say why): the others from their bytes
+    assert decoded == [(DIR / NO_SAMPLES).stat().st_size]
+    page = browse_page(src, 0, 100)
+    bad = {sum(counts[:names.index(NO_SAMPLES)]), sum(counts) - 1}
+    assert {r["row"] for r in page.rows if r["error"]} == bad
+    alone = {n: open_dataset(DIR / n) for n in names if n != NO_SAMPLES}
+    row = 0
+    for n, c in zip(names, counts):
+        for k in range(c if n != NO_SAMPLES else 0):
+            assert src.rollout(row).turns == alone[n].rollout(k).turns, (n, k)
+            row += 1
+        row += n == NO_SAMPLES
+
+
 def test_attachment_references_are_resolved():
     """Inspect may store a long string once in ``attachments`` and refer to it as ``attachment://<hash>``
     (inspect_ai/log/_condense.py): a real sample with its reply moved there reads the same."""

@@ -133,6 +133,19 @@ class TextRows:
         self._object_last = (f, rows)
         return rows
 
+    def one_row_bytes(self, f: DataFile) -> bytes | None:
+        """The bytes of a JSON file of a folder that is one row and was counted without being kept (a log a
+        file), for a format that counts its rollouts from them (subrows.RawLines); None for any other file, or
+        one that cannot be read as it was listed (the row layer then reads it, and says why)."""
+        if f.kind != "json" or f.rows is not None or f.spans is not None or f.num_rows != 1 or f.size is None:
+            return None
+        try:
+            with self._open(f) as fh:
+                raw = fh.read(f.size + 1)
+        except OSError:
+            return None
+        return raw if len(raw) == f.size else None
+
     def _zip_rows(self, f: DataFile) -> list[Any]:
         with self._open(f) as fh:
             data = fh.read()  # the zip's directory is at its end: read whole (size-capped by the listing)

@@ -51,8 +51,9 @@ class ExpandedRows:
         self.base = base
         self.expand = expand
         self.what = what  # the format's name, for messages
-        jsonl = isinstance(base, RowDataset) and all(f.kind == "jsonl" for f in base.files)
-        self.lines = lines if jsonl else None
+        # JSONL lines, and a folder's JSON files that are one row each (an Inspect log a file): read from their bytes
+        texts = isinstance(base, RowDataset) and all(f.kind in ("jsonl", "json") for f in base.files)
+        self.lines = lines if texts else None
         self._states: dict[int, Any] = {}  # stored row -> what lines.count found in it
         self._reader: SpanReader | None = None  # the file whose lines were read last (lines only)
         self._raw_bytes = 0
@@ -185,8 +186,11 @@ class ExpandedRows:
             yield stored, got[0]
 
     def _line(self, stored: int) -> bytes | None:
-        """A stored row's bytes (lines only); None for a line over the cell limit (the row layer says so)."""
+        """A stored row's bytes: a line, or a JSON file of a folder that is that one row; None for a line over the
+        cell limit or any other row (the row layer says why, or decodes it)."""
         f, local = self.base.locate(stored)
+        if f.kind != "jsonl":
+            return self.base.one_row_bytes(f)
         a, b = f.line_offsets[local], f.line_offsets[local + 1]
         if b - a > self.base.max_cell_bytes:
             return None
