@@ -77,7 +77,7 @@ class RowDataset(TextRows):
     def close(self) -> None:
         """Drop the open files and the kept row group now (freed anyway once the dataset is unreferenced)."""
         with self._lock:
-            self._group_cache = self._object_last = None
+            self._group_cache = self._object_last = self._raw_last = None
             pqs, self._pq, self._spans = [*self._pq.values(), *([self._spans] if self._spans else [])], {}, None
         for pf in pqs:
             try:

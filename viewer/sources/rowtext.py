@@ -87,6 +87,9 @@ class TextRows:
                             return None
                         fh.seek(0)
                     raw = fh.read()  # (a small file: read once)
+                if several and self.objects_are_rows and raw.lstrip(_WS)[:1] == b"{":  # the format counts it
+                    f.num_rows, self._raw_last = 1, (f, raw)  # (from these bytes, next: one_row_bytes)
+                    return None
                 if several and (n := file_rows(raw, self._rows_by_element)) is not None:  # a folder: not all held
                     f.num_rows = n
                     return None
@@ -139,6 +142,9 @@ class TextRows:
         one that cannot be read as it was listed (the row layer then reads it, and says why)."""
         if f.kind != "json" or f.rows is not None or f.spans is not None or f.num_rows != 1 or f.size is None:
             return None
+        last, self._raw_last = self._raw_last, None
+        if last is not None and last[0] is f:
+            return last[1]
         try:
             with self._open(f) as fh:
                 raw = fh.read(f.size + 1)
@@ -154,6 +160,10 @@ class TextRows:
         return [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
 
     _object_last: tuple[DataFile, list[Any]] | None = None  # (the object file read last, its rows)
+    # Set by a format that counts a stored row's rollouts from its bytes (subrows.ExpandedRows with RawLines): a
+    # folder's JSON object file is one stored row, its bytes kept from counting until the format has counted them
+    objects_are_rows: bool = False
+    _raw_last: tuple[DataFile, bytes] | None = None
 
     def _scan_lines(self, f: DataFile, upto: int | None) -> None:
         """Extend f.line_offsets until line ``upto`` is known (None: to the end).

@@ -54,6 +54,8 @@ class ExpandedRows:
         # JSONL lines, and a folder's JSON files that are one row each (an Inspect log a file): read from their bytes
         texts = isinstance(base, RowDataset) and all(f.kind in ("jsonl", "json") for f in base.files)
         self.lines = lines if texts else None
+        if self.lines is not None:
+            base.objects_are_rows = True  # (a folder's log file is one stored row: the format counts its rollouts)
         self._states: dict[int, Any] = {}  # stored row -> what lines.count found in it
         self._reader: SpanReader | None = None  # the file whose lines were read last (lines only)
         self._raw_bytes = 0
