@@ -409,3 +409,29 @@ def test_a_file_of_a_folder_over_the_size_limit_is_one_row_saying_so(tmp_path):
         ds.close()
     assert same(got[0], json.loads(traj))
     assert all(isinstance(g, RowReadError) and "over the 0.125 MB limit" in str(g) for g in got[1:]), got[1:]
+
+
+def test_a_remote_folder_is_fetched_once_a_file(tmp_path):
+    """On the Hub (here a DirFileSystem stand-in, the fsspec path the Hub takes) a file read again when its row is
+    would be fetched twice: there a folder's files are parsed when counted and kept, as before; a trajectory
+    (one rollout a file) is fetched once, when its row is read."""
+    from fsspec.implementations.dirfs import DirFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    from viewer.sources.rowdata import RowDataset
+    from viewer.sources.rowtext import DataFile
+
+    events = (REAL / "openhands" / "basic.json").read_bytes()
+    traj = (REAL / "swe_agent" / "swe-agent__test-repo-i1.traj").read_bytes()
+    files = {"a.json": events, "b.json": b'{"rows": [{"a": 1}, {"a": 2}]}', "c.traj": traj, "d.traj": traj}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    fs = DirFileSystem(path=str(tmp_path), fs=LocalFileSystem())
+    ds = RowDataset(fs, [DataFile(n, n, "json", size=len(d)) for n, d in files.items()], "remote")
+    try:
+        assert len(ds) == 1 + 2 + 1 + 1
+        rows = [ds.read_row(i) for i in range(len(ds))]
+        assert ds.bytes_read == sum(len(d) for d in files.values())
+    finally:
+        ds.close()
+    assert same(rows[3], json.loads(traj)) and same(rows[1], {"a": 1})

@@ -67,6 +67,9 @@ class TextRows:
         in a dataset of several files, a file counted without being kept (read by :meth:`_object_rows`)."""
         if f.rows is None and f.spans is None and f.num_rows is None:
             several = len(getattr(self, "files", ())) > 1
+            # a folder's local files are read again when their row is, so not all held; a remote one (the Hub)
+            # would be fetched twice: its rows are kept, as before
+            reread = several and _is_local(getattr(self, "fs", None))
             try:
                 if f.size is not None and f.size > self.max_file_bytes:
                     raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
@@ -87,10 +90,10 @@ class TextRows:
                             return None
                         fh.seek(0)
                     raw = fh.read()  # (a small file: read once)
-                if several and self.objects_are_rows and raw.lstrip(_WS)[:1] == b"{":  # the format counts it
+                if reread and self.objects_are_rows and raw.lstrip(_WS)[:1] == b"{":  # the format counts it
                     f.num_rows, self._raw_last = 1, (f, raw)  # (from these bytes, next: one_row_bytes)
                     return None
-                if several and (n := file_rows(raw, self._rows_by_element)) is not None:  # a folder: not all held
+                if reread and (n := file_rows(raw, self._rows_by_element)) is not None:  # a folder: not all held
                     f.num_rows = n
                     return None
                 if small and (spans := index_array(io.BytesIO(raw), self._rows_by_element,
@@ -325,6 +328,12 @@ def file_rows(raw: bytes, by_element: Callable[[list[bytes]], bool]) -> int | No
     except (msgspec.DecodeError, RecursionError):
         return None
     return 1
+
+
+def _is_local(fs: Any) -> bool:
+    from fsspec.implementations.local import LocalFileSystem
+
+    return isinstance(fs, LocalFileSystem)
 
 
 def _whole_value(name: str, raw: bytes) -> Any:
