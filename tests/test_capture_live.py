@@ -391,7 +391,10 @@ def test_agent_command_that_backgrounds_itself_is_stopped(vllm, tmp_path):
         while not done.is_set():
             for d in os.listdir("/proc"):
                 if d.isdigit() and int(d) not in seen and "sleep 600" in _cmdline(int(d)):
-                    seen[int(d)] = (_environ_mark(int(d)), os.getsid(int(d)) if os.path.exists(f"/proc/{d}") else -1)
+                    mark = _environ_mark(int(d))
+                    if mark is None and "sleep 600" not in _cmdline(int(d)):
+                        continue  # it exited in between (the shell that started the sleep): a zombie has no environ
+                    seen[int(d)] = (mark, os.getsid(int(d)) if os.path.exists(f"/proc/{d}") else -1)
             time.sleep(0.05)
 
     w = threading.Thread(target=watch, daemon=True)
