@@ -74,6 +74,7 @@ def test_the_capture_timer_stops_while_the_tab_is_hidden(page, app, app_url):
     page.on("request", count)
     server = Trickle()
     job = None
+    earlier = set(RUNNER.jobs)  # (the runner is the process's: jobs of other tests may be there)
     try:
         page.goto(app_url + "/")
         page.wait_for_function("document.querySelector('#token-view .ri-tv')?.dataset.painted > 0", timeout=60000)
@@ -84,7 +85,9 @@ def test_the_capture_timer_stops_while_the_tab_is_hidden(page, app, app_url):
         page.locator("#capture-start").click()
         page.wait_for_function("document.querySelector('#capture-progress')?.textContent.includes('phase server')",
                                timeout=60000)
-        job = next(j for j in list(RUNNER.jobs) if RUNNER.running(j) and server.url in str(RUNNER.jobs[j].spec.endpoint))
+        started = {j: str(RUNNER.jobs[j].spec.endpoint) for j in list(RUNNER.jobs) if j not in earlier}
+        job = next((j for j, url in started.items() if server.url in url), None)
+        assert job is not None and RUNNER.running(job), (server.url, started, job and RUNNER.running(job))
         n = len(asked)
         deadline = time.monotonic() + 10
         while len(asked) < n + 2:  # shown: the timer asks every second
@@ -103,6 +106,6 @@ def test_the_capture_timer_stops_while_the_tab_is_hidden(page, app, app_url):
             page.wait_for_timeout(200)
     finally:
         server.close()  # the capture's endpoint check fails now: the job ends
-        if job is not None:
-            RUNNER.cancel(job)
-            RUNNER.wait(job, timeout=60)
+        for j in [j for j in list(RUNNER.jobs) if j not in earlier]:  # every job this test started, found or not
+            RUNNER.cancel(j)  # (one left running was the next test's stray processes)
+            RUNNER.wait(j, timeout=60)
