@@ -81,7 +81,11 @@ def test_the_capture_timer_stops_while_the_tab_is_hidden(page, app, app_url):
         page.get_by_role("tab", name="Capture").click()
         page.locator("#capture-backend input").fill("endpoint")
         page.keyboard.press("Enter")
-        page.locator("#capture-endpoint textarea, #capture-endpoint input").first.fill(server.url)
+        field = page.locator("#capture-endpoint textarea, #capture-endpoint input").first
+        field.fill(server.url)
+        field.press("Tab")  # (a clean run started a job with no endpoint: the click came before the value was taken)
+        page.wait_for_function("u => [...document.querySelectorAll('#capture-endpoint textarea, #capture-endpoint "
+                               "input')].some(e => e.value === u)", arg=server.url, timeout=30000)
         page.locator("#capture-start").click()
         page.wait_for_function("document.querySelector('#capture-progress')?.textContent.includes('phase server')",
                                timeout=60000)
