@@ -119,17 +119,10 @@ class TextRows:
         try:
             if f.kind == "zip":
                 rows = self._zip_rows(f)
-                self._object_last = (f, rows)
-                return rows
-            with self._open(f) as fh:  # (as big as it was listed: a read of the limit's size allocated that much)
-                raw = fh.read(min(f.size if f.size is not None else self.max_file_bytes, self.max_file_bytes) + 1)
-            if len(raw) > self.max_file_bytes:
-                raise RowReadError(f.name, f"file is over the {self.max_file_bytes / 1048576:g} MB limit "
-                                           "(VIEWER_MAX_FILE_MB); not read")
-            if f.size is not None and len(raw) > f.size:
-                raise RowReadError(f.name, "has grown since it was listed (file changed?): open it again")
-            value = self.decode(raw) if self.decode is not None and f.num_rows == 1 else None
-            rows = [value] if value and type(value) is dict else rows_of_json(_whole_value(f.name, raw))
+            else:
+                raw = self._listed_bytes(f)
+                value = self.decode(raw) if self.decode is not None and f.num_rows == 1 else None
+                rows = [value] if value and type(value) is dict else rows_of_json(_whole_value(f.name, raw))
         except RowReadError as e:
             rows = [e]
         except OSError as e:
@@ -138,6 +131,18 @@ class TextRows:
             rows = [RowReadError(f.name, f"holds {len(rows)} rows now, {f.num_rows} when counted (file changed?)")]
         self._object_last = (f, rows)
         return rows
+
+    def _listed_bytes(self, f: DataFile) -> bytes:
+        """A file read at most as big as it was listed (a read of the size limit allocated that much); a
+        RowReadError for one over the limit or grown since it was listed."""
+        with self._open(f) as fh:
+            raw = fh.read(min(f.size if f.size is not None else self.max_file_bytes, self.max_file_bytes) + 1)
+        if len(raw) > self.max_file_bytes:
+            raise RowReadError(f.name, f"file is over the {self.max_file_bytes / 1048576:g} MB limit "
+                                       "(VIEWER_MAX_FILE_MB); not read")
+        if f.size is not None and len(raw) > f.size:
+            raise RowReadError(f.name, "has grown since it was listed (file changed?): open it again")
+        return raw
 
     def one_row_bytes(self, f: DataFile) -> bytes | None:
         """The bytes of a JSON file of a folder that is one row and was counted without being kept (a log a
@@ -149,9 +154,8 @@ class TextRows:
         if last is not None and last[0] is f:
             return last[1]
         try:
-            with self._open(f) as fh:
-                raw = fh.read(f.size + 1)
-        except OSError:
+            raw = self._listed_bytes(f)
+        except (RowReadError, OSError):
             return None
         return raw if len(raw) == f.size else None
 
