@@ -384,16 +384,44 @@ def test_a_file_of_a_folder_changed_after_counting_says_so(tmp_path):
     assert all(isinstance(g, RowReadError) and "1 rows now, 2 when counted" in str(g) for g in got[2:])
 
 
-def test_a_folder_of_event_lists_and_small_arrays_counts_as_json_reads_them(tmp_path):
+def test_a_folder_led_by_an_array_of_rows_counts_every_file_as_json_reads_it(tmp_path):
     """OpenHands writes a trajectory as a JSON list of events (one rollout); a folder of them was parsed whole
-    file by file and held (3.8x the folder in memory). Counted by msgspec's skip now, not held; an array of
-    rows is its elements, an empty one none, as rows_of_json says of json's value."""
+    file by file and held (3.8x the folder in memory). Where the folder's first JSON file is an array of rows,
+    each file is counted by msgspec's skip, not held: an array of rows is its elements, an empty one none, a list
+    of events one row, as rows_of_json says of json's value."""
 
     events = (REAL / "openhands" / "basic.json").read_bytes()
-    files = {"e1.json": events, "e2.json": events, "rows.json": b'[{"a": 1}, {"a": 2}, [{"role": "user", "content": "x"}]]',
-             "empty.json": b"[]", "bad.json": events[:3000]}
+    files = {"a_rows.json": b'[{"a": 1}, {"a": 2}, [{"role": "user", "content": "x"}]]', "b_empty.json": b"[]",
+             "bad.json": events[:3000], "e1.json": events, "e2.json": events}
     ds = _reads_as_json(tmp_path, files)
     assert all(f.rows is None or isinstance(f.rows[0], RowReadError) for f in ds.files)  # none held
+    assert not any(f.unread for f in ds.files)
+
+
+def test_a_folder_of_event_lists_is_counted_from_its_first_file(tmp_path):
+    """A folder of 7,579 OpenHands event lists was read twice, each file parsed to count it, then again to read
+    it (1.04x json's CPU, issue 35). Its first JSON file being one conversation, the others are counted one row
+    each without being opened; each reads as json reads it, a broken one is one row in json's words, and a file
+    that is not one rollout is one row saying so (its rows are not read as the folder's format)."""
+    events = (REAL / "openhands" / "basic.json").read_bytes()
+    want = json.loads(events)
+    rows_file = b'[{"a": 1}, {"a": 2}, [{"role": "user", "content": "x"}]]'
+    files = {"e1.json": events, "e2.json": events, "e3.json": events, "e4.json": events[:3000],
+             "z_empty.json": b"[]", "z_rows.json": rows_file}
+    ds = _folder(tmp_path, files)
+    try:
+        assert len(ds) == len(files)
+        assert ds.bytes_read == len(events)  # only the first file was read to count them
+        assert [f.unread for f in ds.files] == [False] + [True] * (len(files) - 1)
+        for i in range(3):
+            assert same(ds.read_row(i), {"history": want})
+        got = [ds.read_row(i) for i in range(3, 6)]
+    finally:
+        ds.close()
+    assert all(isinstance(g, RowReadError) for g in got), got
+    assert str(got[0]) == the_error(tmp_path / "e4.json")
+    assert "holds no rows" in str(got[1]) and "z_empty.json" in str(got[1])
+    assert "holds 3 rows" in str(got[2]) and "one rollout each" in str(got[2]) and "z_rows.json" in str(got[2])
 
 
 def test_a_file_of_a_folder_over_the_size_limit_is_one_row_saying_so(tmp_path):

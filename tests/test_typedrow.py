@@ -21,6 +21,7 @@ from viewer.sources import open_dataset
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.formats import RowRef
 from viewer.sources.inspect_log import FORMAT as INSPECT, _count
+from viewer.sources.openhands import FORMAT as OPENHANDS
 from viewer.sources.rowdata import RowReadError
 from viewer.sources.swe_agent import FORMAT as SWE
 from viewer.sources.typedrow import utf8_valid
@@ -28,6 +29,8 @@ from viewer.sources.typedrow import utf8_valid
 DATA = Path(__file__).resolve().parent / "data" / "realworld"
 INSPECT_LOGS = sorted((DATA / "inspect").glob("*.json"))
 SWE_FILES = sorted((DATA / "swe_agent").glob("*.traj"))
+OPENHANDS_ROWS = sorted((DATA / "openhands").glob("*.output.jsonl"))
+OPENHANDS_EVENTS = sorted((DATA / "openhands").glob("basic*.json"))  # trajectory event lists
 BIG = b"1" * 5000  # an integer json.loads refuses (sys.get_int_max_str_digits is 4300)
 
 
@@ -104,6 +107,54 @@ def test_the_typed_decode_skips_what_is_not_read():
     assert _count(_line(log)) == (len(log["samples"]), None)
 
 
+def _openhands_lines() -> list[bytes]:
+    """Every real OpenHands evaluation row as written, and each event list as the row it is read as."""
+    lines = [ln for p in OPENHANDS_ROWS for ln in p.read_bytes().splitlines() if ln.strip()]
+    return lines + [_line({"history": json.loads(p.read_bytes())}) for p in OPENHANDS_EVENTS]
+
+
+def test_openhands_real_rows_read_as_plain_json_reads_them(tmp_path):
+    lines = _openhands_lines()
+    assert len(lines) >= 10 and all(OPENHANDS.decode(ln) is not None for ln in lines)
+    _same(_through_the_row_layer(tmp_path, OPENHANDS, lines), _oracle(OPENHANDS, lines))
+    # the Datasets tab's columns too (message lengths, turns, model, result)
+    assert [OPENHANDS.summarize(OPENHANDS.decode(ln)) for ln in lines] == [OPENHANDS.summarize(json.loads(ln))
+                                                                           for ln in lines]
+
+
+def test_openhands_typed_decode_skips_what_is_not_read():
+    row = json.loads(OPENHANDS_ROWS[0].read_bytes().splitlines()[0])
+    got = OPENHANDS.decode(_line(row))
+    assert "instance" in row and "instance" not in got  # the benchmark's task record, never read
+    edits = [e for e in json.loads((DATA / "openhands" / "basic.json").read_bytes()) if e.get("action") == "edit"]
+    got = OPENHANDS.decode(_line({"history": edits}))["history"]
+    assert "translated_ipython_code" in edits[0]["args"] and set(got[0]["args"]) == {"thought", "content"}
+
+
+def test_openhands_fields_of_another_shape(tmp_path):
+    row = json.loads(OPENHANDS_ROWS[0].read_bytes().splitlines()[0])
+    events = json.loads((DATA / "openhands" / "basic.json").read_bytes())
+    meta = next(i for i, e in enumerate(events) if isinstance(e.get("tool_call_metadata"), dict))
+    shapes = []
+    for at, value in [([meta, "args"], "not a dict"), ([meta, "tool_call_metadata"], None),
+                      ([meta, "tool_call_metadata", "model_response"], "resp"),
+                      ([meta, "tool_call_metadata", "model_response", "choices"], {"0": {}}),
+                      ([meta, "tool_call_metadata", "model_response", "choices", 0], "x"),
+                      ([meta, "tool_call_metadata", "model_response", "choices", 0, "message"], None),
+                      ([meta, "tool_call_metadata", "model_response", "choices", 0, "message", "tool_calls"], "[]"),
+                      ([0, "args", "content"], ["part"]), ([1], "not an event"), ([2], [events[0], events[1]])]:
+        history = json.loads(json.dumps(events))
+        target = history
+        for k in at[:-1]:
+            target = target[k]
+        target[at[-1]] = value
+        shapes.append({"history": history})
+    pairs = [[events[i], events[i + 1]] for i in range(0, len(events) - 1, 2)]  # 2024 OpenDevin rows
+    lines = [_line(x) for x in [*shapes, {"history": pairs}, {**row, "history": json.dumps(row["history"])},
+                                {**row, "metadata": "m", "test_result": [1], "metrics": None, "instance_id": 7}]]
+    _same(_through_the_row_layer(tmp_path, OPENHANDS, lines), _oracle(OPENHANDS, lines))
+
+
 # --------------------------------------------------------------------------- hostile edits
 
 def _edit(obj: dict, at: list, value: bytes) -> bytes:
@@ -130,6 +181,17 @@ def test_inspect_hostile_value_in_a_skipped_field(tmp_path, value):
     if value in REFUSED:  # left to the row layer: json.loads's values, or its error
         assert INSPECT.decode(lines[0]) is None and _count(lines[0]) is None
     _same(_through_the_row_layer(tmp_path, INSPECT, lines), _oracle(INSPECT, lines))
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=lambda v: v[:12].decode("latin-1"))
+def test_openhands_hostile_value_in_a_skipped_field(tmp_path, value):
+    row = json.loads(OPENHANDS_ROWS[0].read_bytes().splitlines()[0])
+    events = json.loads((DATA / "openhands" / "basic.json").read_bytes())
+    lines = [_edit(json.loads(json.dumps(row)), ["instance", "x"], value),
+             _edit({"history": json.loads(json.dumps(events))}, ["history", 2, "extras", "x"], value), _line(row)]
+    if value in REFUSED:  # left to the row layer: json.loads's values, or its error
+        assert OPENHANDS.decode(lines[0]) is None and OPENHANDS.decode(lines[1]) is None
+    _same(_through_the_row_layer(tmp_path, OPENHANDS, lines), _oracle(OPENHANDS, lines))
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=lambda v: v[:12].decode("latin-1"))

@@ -37,12 +37,13 @@ No token ids are saved: the token view is derived through a chat template, text 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypedDict, Union
 
 from viewer.rollout import Problem
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_float, as_json, text_of
 from viewer.sources.swe_agent import openai_tool_calls
+from viewer.sources.typedrow import typed
 
 __all__ = ["FORMAT", "read_row", "summarize", "is_event", "flatten"]
 
@@ -273,5 +274,69 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
             "length": length}
 
 
+class _Message(TypedDict, total=False):
+    content: Any
+    tool_calls: Any
+    reasoning_content: Any
+
+
+class _Choice(TypedDict, total=False):
+    message: _Message
+
+
+class _Response(TypedDict, total=False):
+    """A model response's fields read here (its usage, created, system_fingerprint... skipped)."""
+
+    id: Any
+    model: Any
+    choices: list[_Choice]
+
+
+class _CallMetadata(TypedDict, total=False):
+    tool_call_id: Any
+    model_response: _Response
+
+
+class _Args(TypedDict, total=False):
+    """An action's arguments read here (an edit's file text, its translated code, image urls... skipped)."""
+
+    content: Any
+    thought: Any
+    final_thought: Any
+    tools: Any
+    command: Any
+    code: Any
+    browser_actions: Any
+
+
+class _Event(TypedDict, total=False):
+    """An event's fields read here (an observation's ``extras``, ``llm_metrics``, ``cause`` skipped)."""
+
+    id: Any
+    timestamp: Any
+    source: Any
+    message: Any
+    action: Any
+    observation: Any
+    args: _Args
+    content: Any
+    tool_call_metadata: _CallMetadata
+
+
+class _Row(TypedDict, total=False):
+    """An evaluation row's fields read here (its ``instance``, the benchmark's whole task record, skipped; a
+    bare event list is parsed whole: its events are most of it)."""
+
+    instance_id: Any
+    id: Any
+    instruction: Any
+    history: list[Union[_Event, list[_Event]]]  # (2024 rows: [action, observation] pairs)
+    metadata: Any
+    test_result: Any
+    metrics: Any
+    error: Any
+
+
 FORMAT = RowFormat("openhands", "OpenHands evaluation output.jsonl rows / trajectory event lists", detect,
-                   read_row, summarize, fields=("history", "instance_id", "instruction", "metadata", "test_result"))
+                   read_row, summarize, fields=("history", "instance_id", "instruction", "metadata", "test_result"),
+                   decode=typed(_Row))

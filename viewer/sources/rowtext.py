@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
-import msgspec
 
 from viewer.sources.jsonio import rows_of_json
 from viewer.sources.rowerror import RowReadError
 from viewer.sources.rowjson import loads  # json.loads's values and errors, at msgspec's speed
 from viewer.sources.rowarray import ARRAY_CHUNK, index_array
+from viewer.sources.rowcount import file_rows, one_conversation
 from viewer.sources.rowspans import SpanReader, scan_lines
 
 __all__ = ["TextRows", "DataFile"]
@@ -42,6 +42,7 @@ class DataFile:
     line_offsets: list[int] = field(default_factory=list)  # jsonl: byte offset of each known line
     complete: bool = False  # jsonl: offsets scanned to the end
     rows: list[Any] | None = None  # json: parsed rows (a file read whole)
+    unread: bool = False  # counted as one rollout without being read (a .traj; a folder of conversations)
     spans: tuple[Any, Any] | None = None  # json: (starts, ends) of each row's bytes (an array, read by row)
     columns: list[str] | None = None
 
@@ -74,27 +75,35 @@ class TextRows:
                 if f.size is not None and f.size > self.max_file_bytes:
                     raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
                                                f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
+                if reread and f.kind == "json" and self._conversations:  # a folder of conversations
+                    f.num_rows, f.unread = 1, True  # (its first JSON file was one, say OpenHands events): the
+                    return None  # others of the format's files are too (a file that is not says so when read)
                 if several and (f.kind == "zip" or f.name.endswith(ONE_ROLLOUT_FILES)):  # one rollout a file:
-                    f.num_rows = 1  # counted unread (a folder of 4,000 trajectories is shown at once), read when
-                    return None  # its row is
+                    f.num_rows, f.unread = 1, True  # counted unread (4,000 trajectories are shown at once),
+                    return None  # read when its row is
                 if f.kind == "zip":  # an Inspect AI .eval log: its members, gathered into one row
                     f.rows = self._zip_rows(f)
                     f.num_rows = 1
                     return f.rows
                 small = f.size is not None and f.size <= ARRAY_CHUNK
-                with self._open(f) as fh:
-                    if not small:  # a big array: its elements' spans (an object is told by its first bytes)
+                if small:
+                    raw = self._file_bytes(f)  # (read once)
+                else:
+                    with self._open(f) as fh:  # a big array: its elements' spans (an object: its first bytes)
                         spans = index_array(fh, self._rows_by_element)
                         if spans is not None:
                             f.spans, f.num_rows = spans, len(spans[0])
                             return None
                         fh.seek(0)
-                    raw = fh.read()  # (a small file: read once)
+                        raw = fh.read()
                 if reread and self.objects_are_rows and raw.lstrip(_WS)[:1] == b"{":  # the format counts it
                     f.num_rows, self._raw_last = 1, (f, raw)  # (from these bytes, next: one_row_bytes)
                     return None
+                self._conversation_seen = False
                 if reread and (n := file_rows(raw, self._rows_by_element)) is not None:  # a folder: not all held
                     f.num_rows = n
+                    if self._conversations is None:  # (the first JSON file counted decides)
+                        self._conversations = n == 1 and self._conversation_seen
                     return None
                 if small and (spans := index_array(io.BytesIO(raw), self._rows_by_element,
                                                    chunk=min(ARRAY_CHUNK, max(1 << 16, len(raw) + 1)))) is not None:
@@ -127,22 +136,51 @@ class TextRows:
             rows = [e]
         except OSError as e:
             rows = [RowReadError(f.name, f"cannot read: {e}")]
-        if len(rows) != f.num_rows:  # (changed since it was counted)
-            rows = [RowReadError(f.name, f"holds {len(rows)} rows now, {f.num_rows} when counted (file changed?)")]
+        if len(rows) != f.num_rows:
+            rows = [RowReadError(f.name, f"holds {len(rows) or 'no'} rows, where this folder's files hold one rollout "
+                                         f"each (counted unread){': open it by itself' if rows else ''}" if f.unread
+                                 else f"holds {len(rows)} rows now, {f.num_rows} when counted (file changed?)")]
         self._object_last = (f, rows)
         return rows
 
     def _listed_bytes(self, f: DataFile) -> bytes:
         """A file read at most as big as it was listed (a read of the size limit allocated that much); a
         RowReadError for one over the limit or grown since it was listed."""
-        with self._open(f) as fh:
-            raw = fh.read(min(f.size if f.size is not None else self.max_file_bytes, self.max_file_bytes) + 1)
+        raw = self._file_bytes(f, min(f.size if f.size is not None else self.max_file_bytes, self.max_file_bytes) + 1)
         if len(raw) > self.max_file_bytes:
             raise RowReadError(f.name, f"file is over the {self.max_file_bytes / 1048576:g} MB limit "
                                        "(VIEWER_MAX_FILE_MB); not read")
         if f.size is not None and len(raw) > f.size:
             raise RowReadError(f.name, "has grown since it was listed (file changed?): open it again")
         return raw
+
+    def _file_bytes(self, f: DataFile, n: int = -1) -> bytes:
+        """The first ``n`` bytes of ``f`` (-1: all), counted. A local file is read by the os: fsspec's open and
+        its file object cost ~12 us a file, a third of decoding an OpenHands event file, over a folder of 7,579."""
+        if not self._local:
+            with self._open(f) as fh:
+                return fh.read(n)
+        self._say(f"fetching {f.name}")
+        if n < 0:
+            with open(f.path, "rb") as fh:
+                raw = fh.read()
+        else:  # (os.read: a third less than open()'s file object; a read stops short only at the end, or past 2 GB)
+            fd = os.open(f.path, os.O_RDONLY)  # (not inherited by a child: PEP 446)
+            try:
+                raw = os.read(fd, n)
+                while 0 < len(raw) < n and (more := os.read(fd, n - len(raw))):
+                    raw += more
+            finally:
+                os.close(fd)
+        self._counter.add(len(raw))
+        return raw
+
+    @property
+    def _local(self) -> bool:
+        local = self.__dict__.get("_is_local")
+        if local is None:
+            local = self.__dict__["_is_local"] = _is_local(getattr(self, "fs", None))
+        return local
 
     def one_row_bytes(self, f: DataFile) -> bytes | None:
         """The bytes of a JSON file of a folder that is one row and was counted without being kept (a log a
@@ -167,6 +205,10 @@ class TextRows:
         return [read_inspect_eval(data, f.name, self.max_file_bytes, self.limits)]
 
     _object_last: tuple[DataFile, list[Any]] | None = None  # (the object file read last, its rows)
+    # A folder's JSON file was counted as one conversation (an array of chat messages or OpenHands events): the
+    # folder's other JSON files are counted one row each, unread (7,579 event files were each read twice)
+    _conversations: bool | None = None
+    _conversation_seen: bool = False  # (set by _rows_by_element: the array it was shown is one conversation)
     # Set by a format that counts a stored row's rollouts from its bytes (subrows.ExpandedRows with RawLines): a
     # folder's JSON object file is one stored row, its bytes kept from counting until the format has counted them
     objects_are_rows: bool = False
@@ -239,17 +281,21 @@ class TextRows:
                 old.close()
         return self._spans
 
-    @staticmethod
-    def _rows_by_element(first: list[bytes]) -> bool:
+    def _rows_by_element(self, first: list[bytes]) -> bool:
         """Whether an array whose first elements are ``first`` is a list of rows, not one row (chat messages,
-        OpenHands events: :func:`rows_of_json` decides by the first five). An element that does not
-        decode: no (the file is then parsed whole, which says why)."""
-        try:
-            values = [loads(b, "utf-8") for b in first]
-        except (ValueError, RecursionError):
-            return False
-        one = rows_of_json(values)[:1]
-        return not (one and isinstance(one[0], dict) and any(one[0].get(k) is values for k in ("messages", "history")))
+        OpenHands events: :func:`rows_of_json` decides by the first five; from their keys alone where
+        :func:`one_conversation` can tell). An element that does not decode: no (the file is then parsed
+        whole, which says why)."""
+        one = one_conversation(first)
+        if one is None:
+            try:
+                values = [loads(b, "utf-8") for b in first]
+            except (ValueError, RecursionError):
+                return False
+            row = rows_of_json(values)[:1]
+            one = bool(row and isinstance(row[0], dict) and any(row[0].get(k) is values for k in ("messages", "history")))
+        self._conversation_seen = one
+        return not one
 
     def _element_value(self, r: int, local: int, name: str, raw: bytes) -> Any:
         """One element of a JSON array (its span was checked with the whole file) as its row."""
@@ -295,43 +341,6 @@ _WS = b" \t\r\n"
 # Files that hold one trajectory by what writes them (SWE-agent's *.traj, mini-swe-agent's *.traj.json): one row
 # each in a folder, counted without being read (a file that does not parse is that row's error when it is read)
 ONE_ROLLOUT_FILES = (".traj", ".traj.json")
-
-
-class _Wrapper(msgspec.Struct):
-    """The keys of a JSON object that :func:`rows_of_json` takes its rows from (each left unparsed)."""
-
-    rows: msgspec.Raw = msgspec.UNSET
-    data: msgspec.Raw = msgspec.UNSET
-    records: msgspec.Raw = msgspec.UNSET
-
-
-_WRAPPER = msgspec.json.Decoder(_Wrapper)
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
-
-
-def file_rows(raw: bytes, by_element: Callable[[list[bytes]], bool]) -> int | None:
-    """How many rows :func:`rows_of_json` finds in the JSON file ``raw``, counted by msgspec's skip, which builds
-    nothing: an object is one row, or its ``rows`` / ``data`` / ``records`` list of objects; an array is its
-    elements, or one row where ``by_element`` (its first five) says it is one conversation (OpenHands events).
-    None where msgspec does not take it (parse it whole, which says why). (Looking for the keys in the text cost
-    more than the skip: ~28 us each in a 50 KB trajectory.)"""
-    head = raw.lstrip(_WS)[:1]
-    try:
-        if head == b"[":
-            items = _RAW_LIST.decode(raw)
-            return len(items) if items and by_element([bytes(x) for x in items[:5]]) else min(len(items), 1)
-        if head != b"{":
-            return None
-        wrapper = _WRAPPER.decode(raw)
-        for key in ("rows", "data", "records"):  # (rows_of_json's order)
-            held = getattr(wrapper, key)
-            if held is not msgspec.UNSET and memoryview(held)[:1] == b"[":
-                items = _RAW_LIST.decode(held)
-                if items and memoryview(items[0])[:1] == b"{":
-                    return len(items)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    return 1
 
 
 def _is_local(fs: Any) -> bool:
