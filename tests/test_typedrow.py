@@ -21,6 +21,7 @@ from viewer.sources import open_dataset
 from viewer.sources.columns import check_ids, check_logprobs
 from viewer.sources.formats import RowRef
 from viewer.sources.inspect_log import FORMAT as INSPECT, _count
+from viewer.sources.mini_swe_agent import FORMAT as MINI
 from viewer.sources.openhands import FORMAT as OPENHANDS
 from viewer.sources.rowdata import RowReadError
 from viewer.sources.swe_agent import FORMAT as SWE
@@ -31,6 +32,7 @@ INSPECT_LOGS = sorted((DATA / "inspect").glob("*.json"))
 SWE_FILES = sorted((DATA / "swe_agent").glob("*.traj"))
 OPENHANDS_ROWS = sorted((DATA / "openhands").glob("*.output.jsonl"))
 OPENHANDS_EVENTS = sorted((DATA / "openhands").glob("basic*.json"))  # trajectory event lists
+MINI_FILES = sorted((DATA / "mini_swe_agent").glob("*.traj.json"))
 BIG = b"1" * 5000  # an integer json.loads refuses (sys.get_int_max_str_digits is 4300)
 
 
@@ -155,6 +157,39 @@ def test_openhands_fields_of_another_shape(tmp_path):
     _same(_through_the_row_layer(tmp_path, OPENHANDS, lines), _oracle(OPENHANDS, lines))
 
 
+def test_mini_swe_agent_real_files_read_as_plain_json_reads_them(tmp_path):
+    lines = [_line(json.loads(p.read_bytes())) for p in MINI_FILES]
+    assert len(lines) >= 3 and all(MINI.decode(ln) is not None for ln in lines)
+    _same(_through_the_row_layer(tmp_path, MINI, lines), _oracle(MINI, lines))
+    assert [MINI.summarize(MINI.decode(ln)) for ln in lines] == [MINI.summarize(json.loads(ln)) for ln in lines]
+    for line in lines:  # mini-swe-agent's bookkeeping skipped
+        raw, got = json.loads(line), MINI.decode(line)
+        assert [m for m in raw["messages"] if "extra" in m] and not [m for m in got["messages"] if "extra" in m]
+        assert "config" in raw["info"] and set(got["info"]["config"]) <= {"model"}
+
+
+def test_mini_swe_agent_fields_of_another_shape(tmp_path):
+    traj = json.loads(MINI_FILES[-1].read_bytes())
+    reply = next(i for i, m in enumerate(traj["messages"]) if m.get("role") == "assistant")
+    shapes = []
+    for at, value in [(["messages", 0], "not a message"), (["messages", reply, "provider_specific_fields"], "x"),
+                      (["messages", reply, "provider_specific_fields"], {"reasoning_content": "why"}),
+                      (["messages", reply, "reasoning_content"], "because"), (["messages", reply, "role"], "exit"),
+                      (["messages", reply, "content"], [{"type": "text", "text": "a"}]), (["info"], "done"),
+                      (["info", "config"], None), (["info", "config", "model"], ["m"]), (["instance_id"], 7),
+                      (["messages"], json.dumps(traj["messages"]))]:
+        t = json.loads(json.dumps(traj))
+        target = t
+        for k in at[:-1]:
+            target = target[k]
+        target[at[-1]] = value
+        shapes.append(t)
+    lines = [_line(t) for t in shapes]
+    _same(_through_the_row_layer(tmp_path, MINI, lines), _oracle(MINI, lines))
+    assert [MINI.summarize(MINI.decode(ln) or json.loads(ln)) for ln in lines] == [MINI.summarize(json.loads(ln))
+                                                                                  for ln in lines]
+
+
 # --------------------------------------------------------------------------- hostile edits
 
 def _edit(obj: dict, at: list, value: bytes) -> bytes:
@@ -192,6 +227,17 @@ def test_openhands_hostile_value_in_a_skipped_field(tmp_path, value):
     if value in REFUSED:  # left to the row layer: json.loads's values, or its error
         assert OPENHANDS.decode(lines[0]) is None and OPENHANDS.decode(lines[1]) is None
     _same(_through_the_row_layer(tmp_path, OPENHANDS, lines), _oracle(OPENHANDS, lines))
+
+
+@pytest.mark.parametrize("value", HOSTILE, ids=lambda v: v[:12].decode("latin-1"))
+def test_mini_swe_agent_hostile_value_in_a_skipped_field(tmp_path, value):
+    traj = json.loads(MINI_FILES[-1].read_bytes())
+    extra = next(i for i, m in enumerate(traj["messages"]) if "extra" in m)
+    lines = [_edit(json.loads(json.dumps(traj)), ["messages", extra, "extra", "x"], value),
+             _edit(json.loads(json.dumps(traj)), ["info", "config", "agent", "x"], value), _line(traj)]
+    if value in REFUSED:  # left to the row layer: json.loads's values, or its error
+        assert MINI.decode(lines[0]) is None and MINI.decode(lines[1]) is None
+    _same(_through_the_row_layer(tmp_path, MINI, lines), _oracle(MINI, lines))
 
 
 @pytest.mark.parametrize("value", HOSTILE, ids=lambda v: v[:12].decode("latin-1"))

@@ -24,12 +24,13 @@ saved: the token view is derived through a chat template, text only.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional, TypedDict
 
 from viewer.rollout import Problem
 from viewer.sources.derive import Conversation
 from viewer.sources.formats import RowFormat, RowRef, as_json, text_of
 from viewer.sources.swe_agent import openai_tool_calls
+from viewer.sources.typedrow import typed
 
 __all__ = ["FORMAT", "read_row", "summarize"]
 
@@ -114,5 +115,46 @@ def summarize(row: dict[str, Any]) -> dict[str, Any]:
             "length": sum(len(text_of(m.get("content"))) for m in chat)}
 
 
+class _Reasoning(TypedDict, total=False):
+    reasoning_content: Any
+
+
+class _Message(TypedDict, total=False):
+    """A message's fields read here (its ``extra``, mini-swe-agent's bookkeeping, skipped: a third of a file)."""
+
+    role: Any
+    content: Any
+    tool_calls: Any
+    tool_call_id: Any
+    reasoning_content: Any
+    provider_specific_fields: Optional[_Reasoning]  # (null in toolcall models' replies)
+
+
+class _ModelConfig(TypedDict, total=False):
+    model_name: Any
+
+
+class _Config(TypedDict, total=False):
+    model: _ModelConfig
+
+
+class _Info(TypedDict, total=False):
+    """The run's info read here (its agent and environment config and the traceback skipped)."""
+
+    exit_status: Any
+    submission: Any
+    model_stats: Any
+    mini_version: Any
+    exception_str: Any
+    config: _Config
+
+
+class _Trajectory(TypedDict, total=False):
+    info: _Info
+    messages: list[_Message]
+    trajectory_format: Any
+    instance_id: Any
+
+
 FORMAT = RowFormat("mini-swe-agent", "mini-swe-agent trajectory (.traj.json)", detect, read_row, summarize,
-                   fields=("trajectory_format", "info", "messages"))
+                   fields=("trajectory_format", "info", "messages"), decode=typed(_Trajectory))

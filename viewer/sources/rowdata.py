@@ -180,7 +180,7 @@ class RowDataset(TextRows):
             f, local = self.locate(row)
             if f.kind == "jsonl" or f.spans is not None:  # the common case, without read_rows' grouping
                 return self._span_row(f, row, local)
-        return self.read_rows([row], columns)[0][1]
+            return next(self._read_file_rows(f, [(row, local)], columns))[1]
 
     def read_rows(self, rows: Sequence[int], columns: Sequence[str] | None = None
                   ) -> list[tuple[int, dict[str, Any] | RowReadError]]:
@@ -199,9 +199,13 @@ class RowDataset(TextRows):
 
     def _read_file_rows(self, f: DataFile, pairs: list[tuple[int, int]], columns) -> Iterator[tuple[int, Any]]:
         if f.kind in _WHOLE_FILE_KINDS and ((rows := self._json_rows(f)) is not None or f.spans is None):
-            rows = rows if rows is not None else self._object_rows(f)  # (a folder's object file: counted, not kept)
+            # a folder's JSON file counted, not kept, is read at most at its listed size: no cell is longer (a zip's
+            # members, decompressed, may be)
+            check = rows is not None or f.kind != "json" or f.size is None or f.size > self.max_cell_bytes
+            rows = rows if rows is not None else self._object_rows(f)
             for r, local in pairs:
-                yield r, self._check_cells(r, rows[local] if local < len(rows) else rows[0])
+                row = rows[local] if local < len(rows) else rows[0]
+                yield r, self._check_cells(r, row) if check else row
         elif f.kind in _WHOLE_FILE_KINDS:
             for r, local in pairs:
                 yield r, self._span_row(f, r, local)

@@ -164,11 +164,12 @@ class TextRows:
         if n < 0:
             with open(f.path, "rb") as fh:
                 raw = fh.read()
-        else:  # (os.read: a third less than open()'s file object; a read stops short only at the end, or past 2 GB)
+        else:  # (os.read: a third less than open()'s file object; a read stops short only at the end, or past 2 GB:
+            # at the listed size, the end is taken as reached; a file grown since gives more than that)
             fd = os.open(f.path, os.O_RDONLY)  # (not inherited by a child: PEP 446)
             try:
                 raw = os.read(fd, n)
-                while 0 < len(raw) < n and (more := os.read(fd, n - len(raw))):
+                while 0 < len(raw) < n and len(raw) != f.size and (more := os.read(fd, n - len(raw))):
                     raw += more
             finally:
                 os.close(fd)
