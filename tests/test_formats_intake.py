@@ -131,3 +131,19 @@ def test_a_run_folder_opens_its_rollouts_and_names_the_side_files_left_out():
     src = open_dataset(run)
     assert src.format.name == "verifiers" and len(src.dataset) == len(lines)
     assert "left out 1 file(s) that format does not read: metadata.json" in src.note
+
+
+@pytest.mark.parametrize("command", ["drift", "lint", "search"])
+def test_a_folder_no_format_reads_is_named_once_in_the_error(tmp_path, capsys, command):
+    """``drift`` on a folder of JSON files no format reads said "F: no readable rollout (F: F: unknown format…"
+    (the folder three times; ``lint`` twice). One line, the folder named once, exit code 2."""
+    from viewer.cli import main
+
+    folder = tmp_path / "unrelated"
+    folder.mkdir()
+    for name, row in {"x.json": {"a": 1}, "y.json": {"b": 2}}.items():
+        (folder / name).write_text(json.dumps(row))
+    code = main([command, str(folder), *(["needle"] if command == "search" else [])])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
+    assert err.count(str(folder)) == 1 and "unknown format; fields found: a" in err, err

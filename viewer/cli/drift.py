@@ -15,7 +15,7 @@ from typing import Any
 from viewer.config import Settings
 from viewer.drift.corpus import scan_source
 from viewer.drift.costs import parse_thresholds
-from viewer.drift.results import scan_table
+from viewer.drift.results import said, scan_table
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, add_setting_option, print_json
 
@@ -67,7 +67,7 @@ def _print_table(res: dict[str, Any]) -> None:
     print(f"tokens losing gradient: {t['tokens_losing_gradient']}")
     _print_gradient(res.get("gradient"))
     for e in res["errors"]:
-        print(f"unreadable: {e['source']}: {e['error']}")
+        print(f"unreadable: {said(e)}")
 
 
 def _print_gradient(g: dict[str, Any] | None) -> None:

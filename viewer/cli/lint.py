@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from viewer.config import Settings
+from viewer.drift.results import said
 from viewer.lint import lint_source, select_rules
 
 from .common import BAD_INPUT, FINDINGS, OK, CliError, add_common, print_json
@@ -49,7 +50,7 @@ def _print(res: dict[str, Any]) -> None:
         if r["hits"]:
             print(f"  {rid} {r['name']:<38} {r['level']:<7} {r['hits']} hit(s) in {r['rollouts']} rollout(s)")
     for e in res["errors"]:
-        print(f"unreadable: {e['source']}: {e['error']}")
+        print(f"unreadable: {said(e)}")
 
 
 def _cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
@@ -70,7 +71,7 @@ def _cmd_lint(args: argparse.Namespace, settings: Settings) -> int:
         print(file=sys.stderr)
     if not res["totals"]["rollouts"] and res["errors"]:
         e = res["errors"][0]
-        raise CliError(f"{e['source']}: {e['error']}", BAD_INPUT)
+        raise CliError(said(e), BAD_INPUT)
     if args.json:
         print_json(res)
     else:

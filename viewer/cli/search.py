@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from viewer.config import Settings
+from viewer.drift.results import said
 
 from .common import BAD_INPUT, OK, CliError, add_common, print_json
 
@@ -54,7 +55,7 @@ def _print(doc: dict[str, Any]) -> None:
     print(f"index:    {ix['path']} ({ix['rollouts']} rollouts, {ix['turns']} turns; this run scanned {ix['rebuilt']}, "
           f"kept {ix['reused']})")
     for e in ix["errors"]:
-        print(f"unreadable: {e['source']}: {e['error']}")
+        print(f"unreadable: {said(e)}")
 
 
 def _cmd_search(args: argparse.Namespace, settings: Settings) -> int:
@@ -81,6 +82,9 @@ def _cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     except (QueryError, SearchError) as e:
         raise CliError(f"{'query: ' if isinstance(e, QueryError) else ''}{e.message}", BAD_INPUT) from None
     doc = res.to_dict()
+    ix = doc["index"]
+    if not ix["rollouts"] and ix["errors"]:  # nothing readable: an error, as drift and lint say it (not 0 hits)
+        raise CliError(said(ix["errors"][0]), BAD_INPUT)
     if args.json:
         print_json(doc)
     else:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from viewer.config import Settings
-from viewer.drift.results import ScanError, ScanResult, TokenizerUsed
+from viewer.drift.results import ScanError, ScanResult, TokenizerUsed, no_readable_rollout
 from viewer.layout import is_capture_dir  # the reader's own list: what `summary` opens, drift scans
 from viewer.rollout import Rollout
 
@@ -283,8 +283,7 @@ def scan_source(source: str | Path | Rollout | list[Rollout], settings: Settings
         errors = rollouts.errors
         label = str(source)
     if first is None:
-        why = "; ".join(f"{e['source']}: {e['error']}" for e in errors[:3])
-        raise ScanInputError(f"{label}: no readable rollout" + (f" ({why})" if why else ""))
+        raise ScanInputError(no_readable_rollout(label, errors))
     if tok is not None:
         fixed: TokenizerChoice | None = TokenizerChoice(
             tok_name or getattr(tok, "name_or_path", None) or type(tok).__name__, tok, "local-dir", "")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from viewer.config import Settings
-from viewer.drift.results import ScanError, TokenizerUsed
+from viewer.drift.results import ScanError, TokenizerUsed, no_readable_rollout
 
 __all__ = ["scan_with_ray", "plan_blocks", "ray_available", "init_ray"]
 
@@ -248,8 +248,7 @@ def scan_with_ray(source: str | Path, settings: Settings | None = None, *, addre
             ray.shutdown()
     t = res["totals"]
     if not t.get("rollouts") and not t.get("cancelled"):
-        why = "; ".join(f"{e['source']}: {e['error']}" for e in res["errors"][:3])
-        raise ScanInputError(f"{source}: no readable rollout" + (f" ({why})" if why else ""))
+        raise ScanInputError(no_readable_rollout(str(source), res["errors"]))
     for k, v in empty_totals().items():
         t.setdefault(k, v)
     used = list(names)

@@ -121,6 +121,22 @@ class ScanError(TypedDict):
     error: str
 
 
+def said(e: ScanError, under: str | None = None) -> str:
+    """An unreadable source's line: its source and error, the source said once (a reader's message often begins
+    with it), and not at all where it is ``under``, the scan's own label (a folder printed three times)."""
+    source, error = e["source"], e["error"]
+    if error.startswith(source + ": "):
+        error = error[len(source) + 2:]
+    return error if source == under else f"{source}: {error}"
+
+
+def no_readable_rollout(label: str, errors: list) -> str:
+    """The message of a scan that read nothing, with why (its first three unreadable sources)."""
+    why = "; ".join(said(e, label) for e in errors[:3])
+    return f"{label}: no readable rollout" + (f": {why}" if len(errors) == 1 and errors[0]["source"] == label
+                                              else f" ({why})" if why else "")
+
+
 class SweepPoint(TypedDict):
     """The trainer re-run at one fork threshold (viewer.drift.costs.sweep), summed over rollouts."""
     fork_threshold: int | str  # "inf": no drift forks by its size
