@@ -18,7 +18,7 @@ import msgspec
 import pytest
 
 from viewer.sources.rowarray import index_array
-from viewer.sources.rowdata import RowReadError, local_dataset
+from viewer.sources.rowdata import RowReadError, data_kind, local_dataset
 from viewer.sources.rowspans import SpanReader, scan_lines
 
 REAL = Path(__file__).resolve().parent / "data" / "realworld"
@@ -463,3 +463,20 @@ def test_a_remote_folder_is_fetched_once_a_file(tmp_path):
     finally:
         ds.close()
     assert same(rows[3], json.loads(traj)) and same(rows[1], {"a": 1})
+
+
+NAMES = ["a.json", "a.JSON", "x/.json", "json", "a/json", "d.v1/f", "a.traj.json", "a.traj", "a.tar.gz", "a.", ".",
+         "a.jsonl", "b.NDJSON", "c.eval", "d.parquet", "e.Parquet", "f.jsonl.gz", "g.json ", "dir.json/x", "r/.hidden",
+         "r/s/t..json", "café.Json", ""]
+
+
+def test_the_folder_listing_names_kinds_and_suffixes_as_pathlib_and_endswith_do():
+    """The listing of a folder of thousands takes a file's kind and extension without pathlib (two Paths a file
+    cost 30 ms over 7,579): the same answers as ``Path(name).suffix`` and the extension table's ``endswith``."""
+    from viewer.sources.filekinds import DATA_EXTS
+    from viewer.sources.runfolder import _suffix
+
+    for name in NAMES:
+        assert _suffix(name) == Path(name).suffix.lower(), name
+        want = next((kind for ext, kind in DATA_EXTS.items() if name.lower().endswith(ext)), None)
+        assert data_kind(name) == want, name

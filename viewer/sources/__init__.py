@@ -304,8 +304,8 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
             prune(p, root, dirs, settings)  # never another visitor's capture (a capture root in the data root)
             rel = os.path.relpath(root, base).replace(os.sep, "/")
             at = "" if rel == "." else rel + "/"
-            for n in names:  # (string paths: pathlib cost ~40 us a file over a folder of trajectories)
-                found[at + n] = os.stat(os.path.join(root, n)).st_size
+            for n in names:  # (string paths: pathlib cost ~40 us a file over a folder of trajectories; sizes
+                found[at + n] = None  # of the data files chosen only, below)
         try:
             chosen, note = hub.select_data_files(found, split=split, config=config)
         except hub.HubNotFound as e:
@@ -319,8 +319,9 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         if left:
             note = "; ".join(x for x in (note, f"left out {len(left)} file(s) that format does not read: "
                                               f"{', '.join(left[:5])}{' …' if len(left) > 5 else ''}") if x)
-        ds = local_dataset([os.path.join(base, c) for c in chosen], base, base, sizes={os.path.join(base, c): found[c]
-                                                                                      for c in chosen}, **kw)
+        lead = os.path.join(base, "")
+        paths = [lead + c for c in chosen]  # (os.path.join: 1.5 us a file, three times over a folder)
+        ds = local_dataset(paths, base, base, sizes={q: os.stat(q).st_size for q in paths}, **kw)
         return _row_source(ds, str(p), settings, format, note)
     kind = data_kind(p.name)
     if kind is None:

@@ -13,12 +13,14 @@ DATA_EXTS = {".parquet": "parquet", ".jsonl": "jsonl", ".ndjson": "jsonl", ".jso
              ".eval": "zip"}  # ".eval": an Inspect AI log, a zip read whole into one row (read_inspect_eval)
 
 
+_BY_SUFFIX = {ext[1:]: kind for ext, kind in DATA_EXTS.items()}  # (every extension is one suffix: no dot inside)
+
+
 def data_kind(path: str) -> str | None:
-    low = path.lower()
-    for ext, kind in DATA_EXTS.items():
-        if low.endswith(ext):
-            return kind
-    return None
+    """The kind of ``path`` by its extension (what ``path.lower().endswith(ext)`` says, in one lookup: twice a
+    file over a folder of thousands)."""
+    head, dot, ext = path.rpartition(".")
+    return _BY_SUFFIX.get(ext.lower()) if dot else None
 
 
 def sniff_kind(path) -> str | None:

@@ -290,7 +290,8 @@ def select_data_files(files: dict[str, int | None], *, split: str | None, config
         if not chosen:
             raise HubNotFound(f"no split {split!r} among {len(data)} data file(s)")
         return chosen, f"split {split!r}: {len(chosen)} file(s)"
-    train = [p for p in data if _split_re("train").search(p)]
+    is_train = _split_re("train").search
+    train = [p for p in data if is_train(p)]
     if train and len(train) < len(data):
         return train, f"split 'train': {len(train)} of {len(data)} data file(s) (choose another with --split)"
     return data, f"{len(data)} data file(s)"

@@ -70,7 +70,7 @@ class TextRows:
             several = len(getattr(self, "files", ())) > 1
             # a folder's local files are read again when their row is, so not all held; a remote one (the Hub)
             # would be fetched twice: its rows are kept, as before
-            reread = several and _is_local(getattr(self, "fs", None))
+            reread = several and self._local
             try:
                 if f.size is not None and f.size > self.max_file_bytes:
                     raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "

@@ -26,7 +26,7 @@ def files_of_one_format(root: Path, files: list[str], fmt: str | None, kw: dict)
 
     groups: dict[str, list[str]] = {}
     for f in files:
-        groups.setdefault(Path(f).suffix.lower(), []).append(f)
+        groups.setdefault(_suffix(f), []).append(f)
     if len(groups) < 2:
         return files, []
     order = sorted(groups, key=lambda e: (-len(groups[e]), _KIND_ORDER.get(data_kind(groups[e][0]) or "", 9), e))
@@ -53,4 +53,11 @@ def files_of_one_format(root: Path, files: list[str], fmt: str | None, kw: dict)
         return files, []  # nothing detected: "unknown format" names the fields of the first file
     name = found[lead][0]
     keep = {e for e in order if name in found[e]}
-    return [f for f in files if Path(f).suffix.lower() in keep], [f for f in files if Path(f).suffix.lower() not in keep]
+    return [f for f in files if _suffix(f) in keep], [f for f in files if _suffix(f) not in keep]
+
+
+def _suffix(name: str) -> str:
+    """``Path(name).suffix.lower()`` without a Path a file (two each over a folder of 7,579 cost 30 ms)."""
+    last = name.rpartition("/")[2]
+    i = last.rfind(".")
+    return last[i:].lower() if 0 < i < len(last) - 1 else ""
