@@ -77,14 +77,9 @@ def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
 
 def _holds_data_files(p: Path, settings: Settings | None) -> bool:
     from viewer.sources.filekinds import data_kind
-    from viewer.sources.upload import prune
+    from viewer.sources.runfolder import folder_files
 
-    for root, dirs, files in os.walk(p):
-        prune(p, root, dirs, settings)
-        dirs[:] = [d for d in dirs if not d.startswith(".")]  # (as open_dataset lists a folder: not the search index)
-        if any(data_kind(f) and not f.startswith(".") for f in files):
-            return True
-    return False
+    return any(data_kind(f) and not f.rpartition("/")[2].startswith(".") for f in folder_files(p, settings))
 
 
 def _dataset_rollouts(spec: str, settings: Settings, limit: int | None,

@@ -295,17 +295,10 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         cf = find_capture_files(p)
         if (cf.trace or cf.turns) and format in (None, "auto", "capture"):
             return DatasetSource(str(p), settings, capture=p)
-        found = {}
-        from viewer.sources.upload import prune
+        from viewer.sources.runfolder import files_of_one_format, folder_files
 
         base = str(p)
-        for root, dirs, names in os.walk(base):
-            dirs[:] = [d for d in dirs if not d.startswith(".")]
-            prune(p, root, dirs, settings)  # never another visitor's capture (a capture root in the data root)
-            rel = os.path.relpath(root, base).replace(os.sep, "/")
-            at = "" if rel == "." else rel + "/"
-            for n in names:  # (string paths: pathlib cost ~40 us a file over a folder of trajectories; sizes
-                found[at + n] = None  # of the data files chosen only, below)
+        found: dict[str, int | None] = dict.fromkeys(folder_files(p, settings))  # (sizes: of the files chosen, below)
         try:
             chosen, note = hub.select_data_files(found, split=split, config=config)
         except hub.HubNotFound as e:
@@ -313,8 +306,6 @@ def open_dataset(spec: str | Path, settings: Settings | None = None, *, split: s
         if not chosen:
             raise SourceError(f"{p}: no trace.json or turns.json in this folder, and no parquet/JSONL/JSON "
                               "data files")
-        from viewer.sources.runfolder import files_of_one_format
-
         chosen, left = files_of_one_format(p, chosen, format, kw)
         if left:
             note = "; ".join(x for x in (note, f"left out {len(left)} file(s) that format does not read: "

@@ -6,11 +6,29 @@ folder as a dataset keeps the files one format reads and names the ones left out
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any, Iterator
 
 from viewer.budgets import BudgetExceeded
 
-__all__ = ["files_of_one_format"]
+__all__ = ["files_of_one_format", "folder_files"]
+
+
+def folder_files(root: Path, settings: Any = None) -> Iterator[str]:
+    """Every file under the folder ``root`` that a dataset of it may hold, relative and ``/``-separated: hidden
+    folders (the search index) skipped, and never another visitor's capture (:func:`viewer.sources.upload.prune`).
+    The one listing ``open_dataset`` and the scans' "is this a dataset?" share."""
+    from viewer.sources.upload import prune
+
+    base = str(root)
+    for top, dirs, names in os.walk(base):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        prune(root, top, dirs, settings)  # (a capture root in the data root)
+        rel = os.path.relpath(top, base).replace(os.sep, "/")
+        at = "" if rel == "." else rel + "/"
+        for n in names:  # (string paths: pathlib cost ~40 us a file over a folder of trajectories)
+            yield at + n
 
 _KIND_ORDER = {"parquet": 0, "jsonl": 1, "zip": 2, "json": 3}  # JSON last: run folders' metadata.json, preds.json
 
