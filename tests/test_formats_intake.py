@@ -147,3 +147,22 @@ def test_a_folder_no_format_reads_is_named_once_in_the_error(tmp_path, capsys, c
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert err.count(str(folder)) == 1 and "unknown format; fields found: a" in err, err
+
+
+def test_a_file_counted_unread_that_is_not_one_rollout_is_one_line_naming_it(tmp_path, capsys):
+    """A folder of OpenHands event lists with an array of rows among them: ``lint`` reads the event lists and
+    says the other file once, by the folder's row and the file's name (the folder was said twice)."""
+    from viewer.cli import main
+
+    events = (REPO / "tests" / "data" / "realworld" / "openhands" / "basic.json").read_bytes()
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"e{i}.json").write_bytes(events)
+    (folder / "z.json").write_text(json.dumps([{"a": 1}, {"a": 2}]))
+    code = main(["lint", str(folder)])
+    out = capsys.readouterr().out
+    lines = [ln for ln in out.splitlines() if ln.startswith("unreadable:")]
+    assert code in (0, 1) and "rollouts: 3 (1 unreadable)" in out, out
+    assert lines == [f"unreadable: {folder} row 3: z.json: holds 2 rows, where this folder's files hold one rollout "
+                     "each (counted unread): open it by itself"], lines

@@ -125,8 +125,10 @@ def said(e: ScanError, under: str | None = None) -> str:
     """An unreadable source's line: its source and error, the source said once (a reader's message often begins
     with it), and not at all where it is ``under``, the scan's own label (a folder printed three times)."""
     source, error = e["source"], e["error"]
-    if error.startswith(source + ": "):
-        error = error[len(source) + 2:]
+    for lead in (source, source.rpartition(" row ")[0]):  # (a dataset row's source is "SPEC row N")
+        if lead and error.startswith(lead + ": "):
+            error = error[len(lead) + 2:]
+            break
     return error if source == under else f"{source}: {error}"
 
 
