@@ -68,6 +68,7 @@ RAW_EDITS = {  # spelled in ways json.dumps does not write
     "id twice": b'[{"id": "a", "id": 2, "timestamp": "t", "source": "user", "action": "a"}]',
     "source with spaces": b'[{"id": 1, "timestamp": "t", "source": " agent", "action": "run"}]',
     "id with exponent": b'[{"id": 1e2, "timestamp": "t", "source": "agent", "action": "run"}]',
+    "white space around values": b'[ { "id" : 1 ,\n "timestamp" : "t" , "source" :\t"agent" , "action" : "run" \n} ]',
 }
 
 
