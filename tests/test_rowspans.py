@@ -443,26 +443,48 @@ def test_a_remote_folder_is_fetched_once_a_file(tmp_path):
     """On the Hub (here a DirFileSystem stand-in, the fsspec path the Hub takes) a file read again when its row is
     would be fetched twice: there a folder's files are parsed when counted and kept, as before; a trajectory
     (one rollout a file) is fetched once, when its row is read."""
+    events = (REAL / "openhands" / "basic.json").read_bytes()
+    traj = (REAL / "swe_agent" / "swe-agent__test-repo-i1.traj").read_bytes()
+    files = {"a.json": b'{"rows": [{"a": 1}, {"a": 2}]}', "b.json": events, "c.traj": traj, "d.traj": traj}
+    ds = _remote(tmp_path, files)
+    try:
+        assert len(ds) == 2 + 1 + 1 + 1
+        rows = [ds.read_row(i) for i in range(len(ds))]
+        assert ds.bytes_read == sum(len(d) for d in files.values())
+    finally:
+        ds.close()
+    assert same(rows[3], json.loads(traj)) and same(rows[0], {"a": 1}) and same(rows[2], {"history": json.loads(events)})
+
+
+def _remote(tmp_path, files: dict[str, bytes]):
+    """A RowDataset of ``files`` through a DirFileSystem: the fsspec path the Hub takes, not a local one."""
     from fsspec.implementations.dirfs import DirFileSystem
     from fsspec.implementations.local import LocalFileSystem
 
     from viewer.sources.rowdata import RowDataset
     from viewer.sources.rowtext import DataFile
 
-    events = (REAL / "openhands" / "basic.json").read_bytes()
-    traj = (REAL / "swe_agent" / "swe-agent__test-repo-i1.traj").read_bytes()
-    files = {"a.json": events, "b.json": b'{"rows": [{"a": 1}, {"a": 2}]}', "c.traj": traj, "d.traj": traj}
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     fs = DirFileSystem(path=str(tmp_path), fs=LocalFileSystem())
-    ds = RowDataset(fs, [DataFile(n, n, "json", size=len(d)) for n, d in files.items()], "remote")
+    return RowDataset(fs, [DataFile(n, n, "json", size=len(d)) for n, d in files.items()], "remote")
+
+
+def test_a_remote_folder_of_event_lists_is_counted_from_one_fetch(tmp_path):
+    """A Hub folder of 7,579 OpenHands trajectories was fetched whole, file by file, before its first screen.
+    Its first file being one conversation, the others are counted unread and each fetched when its row is read;
+    the first is kept (fetched once)."""
+    events = (REAL / "openhands" / "basic.json").read_bytes()
+    files = {f"t{i}.json": events for i in range(4)} | {"z.json": b'[{"a": 1}, {"a": 2}]'}
+    ds = _remote(tmp_path, files)
     try:
-        assert len(ds) == 1 + 2 + 1 + 1
-        rows = [ds.read_row(i) for i in range(len(ds))]
+        assert len(ds) == 5 and ds.bytes_read == len(events)
+        rows = [ds.read_row(i) for i in range(5)]
         assert ds.bytes_read == sum(len(d) for d in files.values())
     finally:
         ds.close()
-    assert same(rows[3], json.loads(traj)) and same(rows[1], {"a": 1})
+    assert all(same(r, {"history": json.loads(events)}) for r in rows[:4])
+    assert isinstance(rows[4], RowReadError) and "holds 2 rows" in str(rows[4])
 
 
 NAMES = ["a.json", "a.JSON", "x/.json", "json", "a/json", "d.v1/f", "a.traj.json", "a.traj", "a.tar.gz", "a.", ".",

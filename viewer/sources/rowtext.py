@@ -75,9 +75,10 @@ class TextRows:
                 if f.size is not None and f.size > self.max_file_bytes:
                     raise RowReadError(f.name, f"file is {f.size / 1048576:.1f} MB, over the "
                                                f"{self.max_file_bytes / 1048576:g} MB limit (VIEWER_MAX_FILE_MB); not read")
-                if reread and f.kind == "json" and self._conversations:  # a folder of conversations
-                    f.num_rows, f.unread = 1, True  # (its first JSON file was one, say OpenHands events): the
-                    return None  # others of the format's files are too (a file that is not says so when read)
+                if several and f.kind == "json" and self._conversations:  # a folder of conversations (its first
+                    f.num_rows, f.unread = 1, True  # JSON file was one, say OpenHands events): the others are too
+                    return None  # (one that is not says so when read); on the Hub, fetched when their row is
+                self._conversation_seen = False
                 if several and (f.kind == "zip" or f.name.endswith(ONE_ROLLOUT_FILES)):  # one rollout a file:
                     f.num_rows, f.unread = 1, True  # counted unread (4,000 trajectories are shown at once),
                     return None  # read when its row is
@@ -93,13 +94,13 @@ class TextRows:
                         spans = index_array(fh, self._rows_by_element)
                         if spans is not None:
                             f.spans, f.num_rows = spans, len(spans[0])
+                            self._conversations = self._conversations or False  # (an array of rows first)
                             return None
                         fh.seek(0)
                         raw = fh.read()
                 if reread and self.objects_are_rows and raw.lstrip(_WS)[:1] == b"{":  # the format counts it
                     f.num_rows, self._raw_last = 1, (f, raw)  # (from these bytes, next: one_row_bytes)
                     return None
-                self._conversation_seen = False
                 if reread and (n := file_rows(raw, self._rows_by_element)) is not None:  # a folder: not all held
                     f.num_rows = n
                     if self._conversations is None:  # (the first JSON file counted decides)
@@ -108,8 +109,11 @@ class TextRows:
                 if small and (spans := index_array(io.BytesIO(raw), self._rows_by_element,
                                                    chunk=min(ARRAY_CHUNK, max(1 << 16, len(raw) + 1)))) is not None:
                     f.spans, f.num_rows = spans, len(spans[0])
+                    self._conversations = self._conversations or False
                     return None
                 f.rows = rows_of_json(_whole_value(f.name, raw))
+                if several and self._conversations is None:  # (the Hub: kept, and the first decides as above)
+                    self._conversations = len(f.rows) == 1 and self._conversation_seen
             except RowReadError as e:
                 if not several:
                     raise
