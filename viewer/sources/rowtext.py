@@ -12,6 +12,7 @@ import io
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Callable
 
 from viewer.sources.jsonio import rows_of_json
@@ -94,7 +95,7 @@ class TextRows:
                         spans = index_array(fh, self._rows_by_element)
                         if spans is not None:
                             f.spans, f.num_rows = spans, len(spans[0])
-                            self._conversations = self._conversations or False  # (an array of rows first)
+                            self._first_counted(False)  # (an array of rows)
                             return None
                         fh.seek(0)
                         raw = fh.read()
@@ -103,23 +104,27 @@ class TextRows:
                     return None
                 if reread and (n := file_rows(raw, self._rows_by_element)) is not None:  # a folder: not all held
                     f.num_rows = n
-                    if self._conversations is None:  # (the first JSON file counted decides)
-                        self._conversations = n == 1 and self._conversation_seen
+                    self._first_counted(n == 1 and self._conversation_seen)
                     return None
                 if small and (spans := index_array(io.BytesIO(raw), self._rows_by_element,
                                                    chunk=min(ARRAY_CHUNK, max(1 << 16, len(raw) + 1)))) is not None:
                     f.spans, f.num_rows = spans, len(spans[0])
-                    self._conversations = self._conversations or False
+                    self._first_counted(False)
                     return None
                 f.rows = rows_of_json(_whole_value(f.name, raw))
-                if several and self._conversations is None:  # (the Hub: kept, and the first decides as above)
-                    self._conversations = len(f.rows) == 1 and self._conversation_seen
+                if several:  # (the Hub: kept when counted)
+                    self._first_counted(len(f.rows) == 1 and self._conversation_seen)
             except RowReadError as e:
                 if not several:
                     raise
                 f.rows = [e]  # one file of a folder that does not parse: one row saying why, the others read
             f.num_rows = len(f.rows)
         return f.rows
+
+    def _first_counted(self, conversation: bool) -> None:
+        """The first JSON file counted decides whether the folder's are conversations (``_conversations``)."""
+        if self._conversations is None:
+            self._conversations = conversation
 
     def _object_rows(self, f: DataFile) -> list[Any]:
         """The rows of a file of a folder that was counted, not kept (:func:`file_rows`, ``ONE_ROLLOUT_FILES``,
@@ -180,12 +185,9 @@ class TextRows:
         self._counter.add(len(raw))
         return raw
 
-    @property
+    @cached_property
     def _local(self) -> bool:
-        local = self.__dict__.get("_is_local")
-        if local is None:
-            local = self.__dict__["_is_local"] = _is_local(getattr(self, "fs", None))
-        return local
+        return _is_local(getattr(self, "fs", None))
 
     def one_row_bytes(self, f: DataFile) -> bytes | None:
         """The bytes of a JSON file of a folder that is one row and was counted without being kept (a log a
