@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -83,6 +84,16 @@ def _through_the_row_layer(tmp_path: Path, fmt, lines: list[bytes]) -> list:
     return out
 
 
+def _with(obj: Any, at: list, value: Any) -> Any:
+    """A deep copy of ``obj`` with ``value`` at path ``at``."""
+    out = json.loads(json.dumps(obj))
+    target = out
+    for k in at[:-1]:
+        target = target[k]
+    target[at[-1]] = value
+    return out
+
+
 def _same(got: list, want: list) -> None:
     assert len(got) == len(want)
     for g, w in zip(got, want):
@@ -145,12 +156,7 @@ def test_openhands_fields_of_another_shape(tmp_path):
                       ([meta, "tool_call_metadata", "model_response", "choices", 0, "message"], None),
                       ([meta, "tool_call_metadata", "model_response", "choices", 0, "message", "tool_calls"], "[]"),
                       ([0, "args", "content"], ["part"]), ([1], "not an event"), ([2], [events[0], events[1]])]:
-        history = json.loads(json.dumps(events))
-        target = history
-        for k in at[:-1]:
-            target = target[k]
-        target[at[-1]] = value
-        shapes.append({"history": history})
+        shapes.append({"history": _with(events, at, value)})
     pairs = [[events[i], events[i + 1]] for i in range(0, len(events) - 1, 2)]  # 2024 OpenDevin rows
     lines = [_line(x) for x in [*shapes, {"history": pairs}, {**row, "history": json.dumps(row["history"])},
                                 {**row, "metadata": "m", "test_result": [1], "metrics": None, "instance_id": 7}]]
@@ -178,12 +184,7 @@ def test_mini_swe_agent_fields_of_another_shape(tmp_path):
                       (["messages", reply, "content"], [{"type": "text", "text": "a"}]), (["info"], "done"),
                       (["info", "config"], None), (["info", "config", "model"], ["m"]), (["instance_id"], 7),
                       (["messages"], json.dumps(traj["messages"]))]:
-        t = json.loads(json.dumps(traj))
-        target = t
-        for k in at[:-1]:
-            target = target[k]
-        target[at[-1]] = value
-        shapes.append(t)
+        shapes.append(_with(traj, at, value))
     lines = [_line(t) for t in shapes]
     _same(_through_the_row_layer(tmp_path, MINI, lines), _oracle(MINI, lines))
     assert [MINI.summarize(MINI.decode(ln) or json.loads(ln)) for ln in lines] == [MINI.summarize(json.loads(ln))
@@ -258,12 +259,7 @@ def _shapes(traj: dict) -> list[dict]:
                         (["replay_config"], json.dumps(traj["replay_config"])), (["replay_config"], "{broken"),
                         (["replay_config", "agent"], None), (["replay_config", "agent", "model"], ["gpt"]),
                         (["history", 0, "role"], "narrator"), (["history", 0, "is_demo"], True)]:
-        t = json.loads(json.dumps(traj))
-        target = t
-        for k in path[:-1]:
-            target = target[k]
-        target[path[-1]] = value
-        out.append(t)
+        out.append(_with(traj, path, value))
     return out
 
 
