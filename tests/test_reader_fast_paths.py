@@ -1,8 +1,8 @@
 """The parser-speed paths of the verifiers and SWE-agent readers (issue 35) read exactly what plain ``json`` reads.
 
-* verifiers rows whose messages are all ``{role: text, content}`` (tool calls in the OpenAI shape, or null) are
-  decoded typed (``verifiers.decode``: the messages as structs, made into dicts by msgspec); any other row is
-  decoded generically. Either way
+* verifiers rows whose messages are all ``{role: text, content}`` (tool calls in the OpenAI shape or each saved
+  as its JSON text, or null) are decoded typed (``verifiers.decode``: the messages as structs, made into dicts
+  by msgspec); any other row is decoded generically. Either way
   the Conversation (messages with their keys in the same order, task, summary, reward, problems) and the
   row summary are the ones ``json.loads``'s row gives;
 * SWE-agent's typed decode leaves the ``trajectory`` steps unparsed and reads only those the history lacks:
@@ -26,6 +26,7 @@ from viewer.sources.rowdata import RowReadError
 DATA = Path(__file__).resolve().parent / "data" / "realworld"
 RUNS = sorted((DATA / "verifiers").glob("*/results.jsonl"))
 WORDLE = DATA / "verifiers" / "wordle--qwen3-30b-a3b-thinking-2507" / "results.jsonl"
+MATH = DATA / "verifiers" / "math-python--gpt-5-nano" / "results.jsonl"  # tool calls saved as JSON text
 
 
 def _lines(path: Path) -> list[bytes]:
@@ -76,18 +77,14 @@ def _same(got: list, want: list) -> None:
 
 @pytest.mark.parametrize("path", RUNS, ids=lambda p: p.parent.name[:24])
 def test_a_verifiers_row_decoded_typed_reads_as_its_json(path):
-    typed = 0
     for i, line in enumerate(_lines(path)):
         row = verifiers.decode(line)
-        plain = json.loads(line)
-        as_text = any(isinstance(c, str) for k in ("prompt", "completion") if isinstance(plain[k], list)
-                      for m in plain[k] for c in m.get("tool_calls") or [])
-        assert (row is None) == as_text  # typed unless a tool call is saved as JSON text (older verifiers)
-        if row is not None:
-            typed += 1
-            assert _read(verifiers.FORMAT, row, i) == _read(verifiers.FORMAT, plain, i)
-    if path == WORDLE:
-        assert typed == len(_lines(path))  # the bench's file takes the typed path
+        assert row is not None  # every real row takes the typed path (the bench's files among them)
+        assert _read(verifiers.FORMAT, row, i) == _read(verifiers.FORMAT, json.loads(line), i)
+    if path == MATH:  # the older shape is there: each call its JSON text, each tool reply without its call's id
+        plain = [json.loads(ln) for ln in _lines(path)]
+        assert any(isinstance(c, str) for r in plain for m in r["completion"] for c in m.get("tool_calls") or [])
+        assert any(m["role"] == "tool" and "tool_call_id" not in m for r in plain for m in r["completion"])
 
 
 def _first(row: dict, role: str) -> dict:
@@ -111,6 +108,32 @@ EDITS = {
         {"id": "c", "index": 0, "type": "function", "function": {"name": "f", "arguments": "{}"}}]),
     "a call saved as JSON text": lambda r: _first(r, "assistant").update(tool_calls=[
         json.dumps({"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}})]),
+    "calls saved as JSON text, a reply naming none": lambda r: r["completion"].extend([
+        {"role": "assistant", "content": "", "tool_calls": [
+            json.dumps({"id": "c1", "function": {"arguments": '{"code": "1"}', "name": "python"}, "type": "function"}),
+            ' {"function": {"name": "g", "arguments": "[]"}} ']},  # (no id, no type, spaces around)
+        {"role": "tool", "content": "out", "tool_calls": None}, {"role": "tool", "content": "out 2"}]),
+    "a call text of a null id": lambda r: _first(r, "assistant").update(tool_calls=[
+        json.dumps({"id": None, "type": "function", "function": {"name": "f", "arguments": "{}"}})]),
+    "a call text with another key": lambda r: _first(r, "assistant").update(tool_calls=[
+        json.dumps({"id": "c", "index": 0, "type": "function", "function": {"name": "f", "arguments": "{}"}})]),
+    "a call text with arguments as an object": lambda r: _first(r, "assistant").update(tool_calls=[
+        json.dumps({"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}})]),
+    "a call text of another type": lambda r: _first(r, "assistant").update(tool_calls=[
+        json.dumps({"id": "c", "type": "code", "function": {"name": "f", "arguments": "{}"}})]),
+    "a call text with a key twice": lambda r: _first(r, "assistant").update(tool_calls=[
+        '{"id": "a", "id": "b", "function": {"name": "f", "name": "g", "arguments": "{}"}}']),
+    "a call text that is not JSON": lambda r: _first(r, "assistant").update(tool_calls=['{"id": "c", "func']),
+    "a call text that is a list": lambda r: _first(r, "assistant").update(tool_calls=['[1, 2]']),
+    "a call text with a lone surrogate": lambda r: _first(r, "assistant").update(tool_calls=[
+        '{"id": "c\\ud800", "function": {"name": "f", "arguments": "{}"}}']),
+    "a call text holding NaN": lambda r: _first(r, "assistant").update(tool_calls=[
+        '{"id": "c", "n": NaN, "function": {"name": "f", "arguments": "{}"}}']),
+    "call texts and call objects": lambda r: r["completion"].extend([
+        {"role": "assistant", "content": "", "tool_calls": [
+            json.dumps({"id": "t", "type": "function", "function": {"name": "f", "arguments": "{}"}})]},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "o", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]),
     "tool calls on a user message": lambda r: _first(r, "user").update(tool_calls=[
         {"id": "u", "type": "function", "function": {"name": "f", "arguments": "{}"}}]),
     "reasoning text": lambda r: _first(r, "assistant").update(reasoning_content="thinking"),
@@ -161,6 +184,9 @@ def test_verifiers_rows_of_other_shapes_read_as_their_json(tmp_path):
         lines.append(json.dumps(r, ensure_ascii=False).encode())
     lines += [edit(_lines(WORDLE)[2]) for edit in RAW_EDITS.values()]
     assert sum(verifiers.decode(ln) is not None for ln in lines) >= 5  # both paths are exercised
+    typed = {name for name, ln in zip(EDITS, lines[1:]) if verifiers.decode(ln) is not None}
+    assert {"a call saved as JSON text", "calls saved as JSON text, a reply naming none",
+            "a call text with a key twice", "tool calls"} <= typed  # both shapes of calls, typed
     _same(_through_the_row_layer(tmp_path, verifiers.FORMAT, lines), _oracle(verifiers.FORMAT, lines))
 
 
@@ -187,12 +213,16 @@ def test_swe_agent_steps_missing_from_the_history_read_as_their_json(tmp_path):
 
 
 def test_rows_the_decode_refuses_in_a_row_are_read_by_json_rules_without_asking_it(tmp_path):
-    """A file of rows the typed decode does not take (tool calls saved as JSON text, older verifiers) stops
+    """A file of rows the typed decode does not take (a message with an SDK leftover key) stops
     being offered to it after a few (each refusal cost a partial decode), then is offered one now and then:
     the rows read as json's either way, and typed rows after them are taken again."""
-    math = _lines(DATA / "verifiers" / "math-python--gpt-5-nano" / "results.jsonl")
-    lines = [*math, *math, *_lines(WORDLE) * 6]  # (refused rows are offered again one in 64)
-    assert all(verifiers.decode(ln) is None for ln in math)
+    other = []  # rows of a shape the typed decode does not take: a message with a key beside role and content
+    for ln in _lines(MATH) * 2:
+        r = json.loads(ln)
+        r["completion"][0]["refusal"] = None
+        other.append(json.dumps(r).encode())
+    lines = [*other, *_lines(WORDLE) * 6]  # (refused rows are offered again one in 64)
+    assert all(verifiers.decode(ln) is None for ln in other)
     path = tmp_path / "rows.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
     src = open_dataset(path, format="verifiers")

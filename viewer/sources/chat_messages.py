@@ -151,22 +151,25 @@ def roles(msgs: list[dict[str, Any]]) -> list[str]:
     return list(map(_ROLE, msgs))
 
 
-def link_tool_replies(msgs: list[dict[str, Any]], ref: RowRef, path: str, problems: list[Problem]) -> None:
-    """Give each tool reply without a ``tool_call_id`` the id of the call it answers.
+def link_tool_replies(msgs: list[dict[str, Any]], ref: RowRef, path: str, problems: list[Problem],
+                      told: list[str] | None = None) -> None:
+    """Give each tool reply without a ``tool_call_id`` the id of the call it answers (``told``: the
+    messages' roles, where the caller has them).
 
     The k-th tool reply after an assistant message answers that message's k-th call (how the
     harnesses run them). Said once per rollout: the pairing is ours, not the file's."""
-    told = roles(msgs)
+    if told is None:
+        told = roles(msgs)
     if "tool" not in told or all(map(_CALL_ID, compress(msgs, map(_TOOL.__eq__, told)))):
         return  # every reply names its call: nothing to link
     calls: list[str] = []
     linked = 0
-    for m in msgs:
-        if m["role"] == "assistant":
-            calls = [c["id"] for c in m.get("tool_calls", [])]
-        elif m["role"] == "tool":
+    for m, role in zip(msgs, told):
+        if role == "assistant":
+            calls = [c["id"] for c in m["tool_calls"]] if "tool_calls" in m else []
+        elif role == "tool":
             call_id = calls.pop(0) if calls else ""
-            if not m.get("tool_call_id") and call_id:
+            if call_id and not m.get("tool_call_id"):
                 m["tool_call_id"] = call_id
                 linked += 1
     if linked:

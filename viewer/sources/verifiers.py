@@ -74,28 +74,64 @@ class _Msg(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True, gc=Fa
     tool_calls: Annotated[list[_Call], msgspec.Meta(min_length=1)] | None = None
 
 
+class _TextCallsMsg(_Msg, forbid_unknown_fields=True, omit_defaults=True, gc=False):
+    """A message of older verifiers (2025-09), each tool call saved as its JSON text: the texts are decoded
+    as :class:`_Call` by :func:`decode`, so the message is then a :class:`_Msg`'s equal."""
+
+    tool_calls: Annotated[list[str], msgspec.Meta(min_length=1)] | None = None  # type: ignore[assignment]
+
+
 # A row: its messages typed, every other column as the generic decode gives it (a dict, a scalar; a list
 # column other than the messages' is one a list of _Msg could be mistaken for: decode checks).
-_DECODER = msgspec.json.Decoder(dict[str, Union[list[_Msg], str, int, float, bool, None, dict[str, Any]]])
+_ROW = dict[str, Union[list[_Msg], str, int, float, bool, None, dict[str, Any]]]
+_TEXT_CALLS_ROW = dict[str, Union[list[_TextCallsMsg], str, int, float, bool, None, dict[str, Any]]]
+_OBJECT_CALLS, _TEXT_CALLS = msgspec.json.Decoder(_ROW), msgspec.json.Decoder(_TEXT_CALLS_ROW)
+_DECODERS = [_OBJECT_CALLS, _TEXT_CALLS]  # the one that took the last row first
+_CALL = msgspec.json.Decoder(_Call)
+_TYPED = (_Msg, _TextCallsMsg)
 _to_dicts = msgspec.to_builtins  # _Msg structs -> [{"role", "content"[, "tool_calls"]}], in C
 
 
 def decode(raw: bytes) -> dict[str, Any] | None:
     """A row's JSON text with its messages as :class:`_Msg` structs; None where the generic decode must
-    decide (a message of other keys, a list in another column: RowFormat.decode)."""
-    try:
-        row = _DECODER.decode(raw)
-    except (msgspec.DecodeError, RecursionError):  # (ValidationError is a DecodeError)
+    decide (a message of other keys, a list in another column: RowFormat.decode). A file's rows save
+    their tool calls one way (as objects, or older verifiers' JSON texts): the decoder that took the last
+    row is tried first, so a row costs one decode, not a refused one first."""
+    row = None
+    for decoder in _DECODERS:
+        try:
+            row = decoder.decode(raw)
+            break
+        except (msgspec.DecodeError, RecursionError):  # (ValidationError is a DecodeError)
+            continue
+    else:
         return None
+    if decoder is not _DECODERS[0]:
+        _DECODERS.reverse()  # (a race between threads only costs a refused decode)
     lists = list(map(type, row.values())).count(list)  # (in C: the messages' columns are the usual lists)
     if lists and lists > (type(row.get("prompt")) is list) + (type(row.get("completion")) is list):
         return None  # a list in another column: it may have been taken for messages
+    if decoder is _TEXT_CALLS and not _calls_decoded(row):
+        return None
     return row
 
 
+def _calls_decoded(row: dict[str, Any]) -> bool:
+    """Each tool call saved as JSON text made the :class:`_Call` that ``json.loads`` of the text would give
+    ``chat_messages``; False where one is not that shape (chat_messages' rules then decide)."""
+    for k in ("prompt", "completion"):
+        for m in row.get(k) or ():
+            if type(m) is _TextCallsMsg and m.tool_calls is not None:
+                try:
+                    m.tool_calls = list(map(_CALL.decode, m.tool_calls))
+                except (ValueError, RecursionError):  # (DecodeError; a lone surrogate: UnicodeEncodeError)
+                    return False
+    return True
+
+
 def _typed(msgs: Any) -> bool:
-    """Whether ``msgs`` is a list of :class:`_Msg` (decode makes every list of a row's messages one, or none)."""
-    return type(msgs) is list and bool(msgs) and type(msgs[0]) is _Msg
+    """Whether ``msgs`` is a list of typed messages (decode makes every list of a row's messages one, or none)."""
+    return type(msgs) is list and bool(msgs) and type(msgs[0]) in _TYPED
 
 
 def _dicts(msgs: Any) -> Any:
@@ -199,7 +235,7 @@ def _checked(msgs: list[dict[str, Any]], n: int, told: list[str], row: dict[str,
         problems.append(Problem(ref.label, ref.where(".completion"),
                                 f"the completion holds no assistant message (the model produced nothing{why})"))
     if "tool" in told:
-        link_tool_replies(msgs, ref, ".completion", problems)
+        link_tool_replies(msgs, ref, ".completion", problems, told)
     return msgs, n, told
 
 
