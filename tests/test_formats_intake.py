@@ -147,6 +147,7 @@ def test_a_folder_no_format_reads_is_named_once_in_the_error(tmp_path, capsys, c
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1, err
     assert err.count(str(folder)) == 1 and "unknown format; fields found: a" in err, err
+    assert sorted(p.name for p in folder.iterdir()) == ["x.json", "y.json"]  # nothing left in it (search's index)
 
 
 def test_a_file_counted_unread_that_is_not_one_rollout_is_one_line_naming_it(tmp_path, capsys):

@@ -90,3 +90,20 @@ def test_a_missing_source_or_index_is_said(tmp_path):
     folder = _folder(tmp_path, 1)
     with pytest.raises(SearchError, match="no search index yet"):
         search(folder, "tool:bash", Settings(), build=False)
+
+
+def test_a_folder_no_format_reads_is_said_and_no_index_is_left_in_it(tmp_path):
+    """Indexing a folder of JSON files that no format reads wrote an empty index into it (and the search said
+    0 hits); now it is an error that names the file, and the folder is as it was. A folder that already held
+    the index folder (a rescore kept beside it) keeps it."""
+    folder = tmp_path / "unrelated"
+    folder.mkdir()
+    (folder / "x.json").write_text(json.dumps({"a": 1}))
+    with pytest.raises(SearchError, match="unknown format; fields found: a"):
+        build_index(folder, Settings(), workers=1)
+    assert [p.name for p in folder.iterdir()] == ["x.json"]
+    kept = folder / ".rollout-inspector" / "rescored"
+    kept.mkdir(parents=True)
+    with pytest.raises(SearchError, match="unknown format"):
+        build_index(folder, Settings(), workers=1)
+    assert sorted(p.name for p in (folder / ".rollout-inspector").iterdir()) == ["rescored"]

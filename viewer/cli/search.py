@@ -82,9 +82,6 @@ def _cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     except (QueryError, SearchError) as e:
         raise CliError(f"{'query: ' if isinstance(e, QueryError) else ''}{e.message}", BAD_INPUT) from None
     doc = res.to_dict()
-    ix = doc["index"]
-    if not ix["rollouts"] and ix["errors"]:  # nothing readable: an error, as drift and lint say it (not 0 hits)
-        raise CliError(said(ix["errors"][0]), BAD_INPUT)
     if args.json:
         print_json(doc)
     else:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import threading
 import time
 import uuid
@@ -254,12 +255,34 @@ def build_index(source: str | Path, settings: Settings | None = None, *,
         specs = discover(source, settings)
     except ScanInputError as e:
         raise SearchError(e.message) from None
+    made = folder  # the outermost folder this build makes: removed again when nothing was readable
+    while not made.parent.exists() and made.parent != made:
+        made = made.parent
+    fresh = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise SearchError(f"{folder}: cannot write the index here ({e.strerror or e})") from None
     with _locked(folder):  # one build at a time: a second one waits, then finds the first's work done
-        return _build(source, settings, folder, specs, progress, cancel, workers, rebuild, lint, t0)
+        info = _build(source, settings, folder, specs, progress, cancel, workers, rebuild, lint, t0)
+        if info.rollouts or not info.errors or info.cancelled:
+            return info
+        if fresh:  # an index of nothing, in a folder of files no format reads: not left in the visitor's folder
+            shutil.rmtree(folder, ignore_errors=True)
+            for up in folder.parents:  # the folders made for it, while empty (another build may use one now)
+                if not up.is_relative_to(made) or not _removed(up):
+                    break
+    from viewer.drift.results import said
+
+    raise SearchError(said(info.errors[0]))  # as drift and lint say it, not "0 hits"
+
+
+def _removed(folder: Path) -> bool:
+    try:
+        folder.rmdir()
+    except OSError:  # not empty, or gone
+        return False
+    return True
 
 
 @contextmanager
