@@ -70,3 +70,40 @@ def test_the_wrapper_asks_gradio_for_the_request_after_the_handlers_own_paramete
     params = inspect.signature(staged(handler, 0.0)).parameters
     assert list(params) == ["key", "turn", "view", "_ri_request"] and params["_ri_request"].annotation is gr.Request
     assert params["view"].default is None and params["_ri_request"].default is None  # a direct call may leave both out
+
+
+def test_a_key_press_whose_request_arrives_after_a_newer_ones_answers_nothing():
+    # n n in presenter mode: two requests, which may reach the server in either order. Numbered as they
+    # arrived, the first press arriving last overtook the second, and the tokens stayed on the older note
+    # while the callout showed the newer one. The page numbers its presses; an older one answers nothing.
+    import gradio as gr
+
+    import aio
+
+    ran = []
+
+    def note(k, press):
+        ran.append(k)
+        return [f"tokens of note {k}", Later(lambda: f"plot {k}")]
+
+    visitor, other = gr.Request(session_hash="presses"), gr.Request(session_hash="presses-elsewhere")
+    skip = gr.skip()
+    for base, defer in ((0, 0.05), (10, 0.0)):  # (the presses go on numbering on the same page)
+        run = staged(note, defer, turn_only=True, press=(lambda inputs: inputs[-1], 2))
+
+        async def answers(*args):
+            got = run(*args)
+            return [a async for a in got] if defer else [await got]
+
+        async def go():
+            newer = await answers(3, base + 2, visitor)  # the second press, arrived first
+            older = await answers(2, base + 1, visitor)  # the first press, arrived last
+            unnumbered = await answers(4, None, visitor)  # (an API call: no press number; arrival decides)
+            elsewhere = await answers(5, base + 1, other)  # another page's presses are its own
+            return newer, older, unnumbered, elsewhere
+
+        del ran[:]
+        newer, older, unnumbered, elsewhere = aio.run(go())
+        assert newer[-1] == ["tokens of note 3", "plot 3"] and older == [[skip, skip]]
+        assert unnumbered[-1] == ["tokens of note 4", "plot 4"] and elsewhere[-1] == ["tokens of note 5", "plot 5"]
+        assert ran == [3, 4, 5]  # the stale press's handler never ran

@@ -146,10 +146,16 @@ def test_presenter_n_and_N_step_through_notes_with_callouts(page, app_url, data_
     _wait_sel(page, 1, f"{P1}-{P1 + 4}")
     # n n at once: the second press is not lost while the first is still pending (Gradio's default
     # trigger mode for a click dropped it: the callout said note 3, the tokens stayed on note 2)
+    # each press numbered, so the server answers the newer of two whose requests arrive in the other order
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.post_data or "") if "queue/join" in r.url else None)
     page.keyboard.press("n")
     page.keyboard.press("n")
     _wait_sel(page, 2, f"{P2 + 3}-{P2 + 4}")
     page.wait_for_function("document.querySelector('#talk .ri-callout-note.on')?.textContent.includes('other ids')")
+    pressed = sorted({(d["press"], d["note"]) for s in sent if '"press"' in s
+                      for d in [json.loads(s)["event_data"]]})  # (each press reaches every carrier handler)
+    assert [n for _, n in pressed[-2:]] == [1, 2], sent  # n n: notes 2 and 3, the later press numbered higher
     _nothing_ran(page, seen)
 
 

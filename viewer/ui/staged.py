@@ -15,7 +15,8 @@ named steps below it. Three things stay ours, not Gradio's, and each says why wh
 * :data:`ORDER`, the newest staged event of each browser session: Gradio orders one trigger's
   own events (``trigger_mode``) but not different triggers' (open a rollout, then → before the
   plots came), and ``cancels=`` would list every staged event in every other's; so a second step
-  that a newer event overtook is dropped here;
+  that a newer event overtook is dropped here (and :data:`PRESSES`: a key press older than one its page
+  numbered since, whose request arrived last);
 * the wrapper's signature is ``fn``'s plus a ``gr.Request`` parameter (:func:`_asking_for_request`):
   Gradio hands a handler the request only through a parameter annotated with it (public API), and
   :data:`ORDER` and :func:`viewer.ui.fair.slot` need the visitor's session.
@@ -36,7 +37,7 @@ import gradio as gr
 from ..memo import Miss, hits_only
 from .fair import Busy, slot
 
-__all__ = ["Later", "resolve", "staged", "DEFER_S", "ORDER"]
+__all__ = ["Later", "resolve", "staged", "DEFER_S", "ORDER", "PRESSES"]
 
 # Drawing the first plotly figure blocks the browser's main thread for ~2 s on a small machine (the
 # library is compiled on first use). The plots are held back this long after the token view is sent,
@@ -74,11 +75,15 @@ class SessionOrder:
         if not session:
             return 0
         with self._lock:
-            n = self._last[session] = self._last.get(session, 0) + 1
-            if len(self._last) > self._FORGET_PAST:
-                for k in list(self._last)[:self._FORGET_PAST // 2]:
-                    del self._last[k]
-            return n
+            return self._remember(session, self._last.get(session, 0) + 1)
+
+    def _remember(self, session: str, n: int) -> int:
+        """(under the lock)"""
+        self._last[session] = n
+        if len(self._last) > self._FORGET_PAST:
+            for k in list(self._last)[:self._FORGET_PAST // 2]:
+                del self._last[k]
+        return n
 
     def overtaken(self, session: str | None, n: int) -> bool:
         if not session:
@@ -87,12 +92,30 @@ class SessionOrder:
             return self._last.get(session, n) != n
 
 
+class PagePresses(SessionOrder):
+    """The newest key press each page numbered (talk.js numbers n, N, → and ←). Two presses' requests can
+    reach the server in either order (each is its own HTTP request), and :data:`ORDER` numbers events as
+    they arrive: the older press, arriving last, was the one answered (``n n``: the tokens on the second
+    note, the callout on the third). A press older than one already seen is stale: it answers nothing."""
+
+    def stale(self, session: str | None, press: Any) -> bool:
+        if not session or type(press) is not int:  # (a page that numbers nothing: arrival order decides)
+            return False
+        with self._lock:
+            if press <= self._last.get(session, 0):
+                return True
+            self._remember(session, press)
+            return False
+
+
 ORDER = SessionOrder()
+PRESSES = PagePresses()
 
 
 def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool = False,
            turn_only: bool = False, inline: bool = False, share: int = 0,
-           busy: Callable[[str], list] | None = None) -> Callable[..., Any]:
+           busy: Callable[[str], list] | None = None,
+           press: tuple[Callable[[tuple], Any], int] | None = None) -> Callable[..., Any]:
     """``fn`` as a two-step async generator (one step when it returned no :class:`Later`); each
     step's work runs in a worker thread, as Gradio runs a plain handler (but see ``inline``).
 
@@ -118,12 +141,18 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
     round six).
 
     ``share``: the first step holds one of its visitor's ``share`` slots (viewer/ui/fair.py, the
-    ``session_events`` budget); a call past them answers ``busy(message)`` at once (0: no limit)."""
+    ``session_events`` budget); a call past them answers ``busy(message)`` at once (0: no limit).
+
+    ``press``: (the page's number for the key press that sent the inputs, read from them; how many
+    outputs there are): a press older than one of its page's already seen (:data:`PRESSES`) answers
+    nothing and ``fn`` does not run."""
     n_in = _positional_count(fn)
 
     if defer_s <= 0 and not generator:
         async def run(*args, **kwargs):
             inputs, request = _split_request(args, n_in)
+            if _stale(press, inputs, request):
+                return [gr.skip()] * press[1]
             try:
                 with slot(request, share):
                     return await _made(inline, _answer, fn, inputs, kwargs)
@@ -134,10 +163,17 @@ def staged(fn: Callable[..., list], defer_s: float = DEFER_S, *, generator: bool
         # asleep for defer_s (a room of visitors switching turns held one thread each).
         async def run(*args, **kwargs):
             inputs, request = _split_request(args, n_in)
+            if _stale(press, inputs, request):
+                yield [gr.skip()] * press[1]
+                return
             async for answer in _answers(fn, inputs, kwargs, request, defer_s, turn_only, inline, share, busy):
                 yield answer
 
     return _asking_for_request(functools.wraps(fn)(run), fn)
+
+
+def _stale(press: tuple[Callable[[tuple], Any], int] | None, inputs: tuple, request: Any) -> bool:
+    return press is not None and PRESSES.stale(getattr(request, "session_hash", None), press[0](inputs))
 
 
 async def _answers(fn: Callable[..., list], args: tuple, kwargs: dict, request: Any, defer_s: float,

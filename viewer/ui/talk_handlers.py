@@ -188,6 +188,11 @@ class TalkHandlers:
         # a note on a turn that is gone selects nothing (on_select_turn skips it); the panel flags it
         return self.b.select_fn(key, note.turn, focus=note.tok)
 
+    @staticmethod
+    def press_of(inputs: tuple):
+        """The page's number for the key press of :meth:`on_page`'s inputs (talk.js), or None."""
+        return _sent(inputs[-1], "press")
+
     @rescores.as_visitor  # view: the visitor's view settings (browse.view)
     def on_page(self, key, state, view, evt: gr.EventData) -> list:
         """The page asked for note k (talk.js, n / N)."""

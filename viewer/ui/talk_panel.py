@@ -103,9 +103,11 @@ def build(settings: Settings, store: RolloutStore, b: Browse, cmp=None, drift=No
     # trigger_mode "multiple": Gradio's default for a click ("once") drops a trigger while the previous
     # one is still pending, so a second n pressed before the first note's answer had completed was lost
     # (the callout said note 2, the tokens stayed on note 1); "always_last" would re-send the first
-    # press's data. Each press runs; an older one overtaken before it answers sends nothing (turn_only).
-    carrier.click(staged(h.on_page, settings.plot_defer_s, turn_only=True), [b.key, notes_state, b.view],
-                  b.turn_outputs, api_name="talk_note", trigger_mode="multiple", **quiet, **b.shows)
+    # press's data. Each press runs; an older one overtaken before it answers sends nothing (turn_only), and
+    # one whose request reached the server after a newer press's (talk.js numbers them) answers nothing.
+    carrier.click(staged(h.on_page, settings.plot_defer_s, turn_only=True, press=(h.press_of, len(b.turn_outputs))),
+                  [b.key, notes_state, b.view], b.turn_outputs, api_name="talk_note", trigger_mode="multiple",
+                  **quiet, **b.shows)
     # → / ← with a deck: the page names a step; the server opens its rollout, then its Drift / Compare tab
     after = [c for c in ((cmp.outputs if cmp else []) + (drift.outputs + drift.cost_outputs if drift else []))]
 

@@ -9,6 +9,9 @@ const stepEl = box.querySelector('.ri-callout-step');
 const notesEl = box.querySelector('.ri-callout-notes');
 let T = {turn: null, marks: [], notes: [], deck: null, seq: 0}, seen = 0, at = -1;
 let want = -1, shownAt = -1;  // the step last asked for: a quick → → asks 2 then 3, not 2 twice
+// Each press numbered: two presses' requests may reach the server in either order, and it answers
+// only the newest (viewer/ui/staged.py, PRESSES)
+let press = 0;
 const presenting = () => document.body.classList.contains('ri-present');
 const shownTurn = () => { const r = document.querySelector('#token-view .ri-tv'); return r ? r.dataset.turn : undefined; };
 
@@ -65,7 +68,7 @@ function stepNote(dir) {
   let i = list.findIndex(n => n.k === at);
   i = i < 0 ? (dir > 0 ? 0 : list.length - 1) : Math.max(0, Math.min(list.length - 1, i + dir));
   at = list[i].k;
-  trigger('click', {note: at});
+  trigger('click', {note: at, press: ++press});
   callout();
 }
 
@@ -82,7 +85,7 @@ if (!window.__riTalkKeys) {
     else if (T.deck && (e.key === 'ArrowRight' || e.key === 'ArrowLeft')) {
       const next = want + (e.key === 'ArrowRight' ? 1 : -1);
       if (next >= 0 && next < T.deck.n) want = next;
-      trigger('click', {step: next});  // past either end: the server says so
+      trigger('click', {step: next, press: ++press});  // past either end: the server says so
     } else return;
     e.preventDefault();
     e.stopImmediatePropagation();
