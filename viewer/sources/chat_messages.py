@@ -160,8 +160,8 @@ def link_tool_replies(msgs: list[dict[str, Any]], ref: RowRef, path: str, proble
     harnesses run them). Said once per rollout: the pairing is ours, not the file's."""
     if told is None:
         told = roles(msgs)
-    if "tool" not in told or all(map(_CALL_ID, compress(msgs, map(_TOOL.__eq__, told)))):
-        return  # every reply names its call: nothing to link
+    if "tool" not in told:
+        return
     calls: list[str] = []
     linked = 0
     for m, role in zip(msgs, told):
