@@ -17,8 +17,7 @@ rules of :func:`chat_message` decide everything else. tau-bench's rows skip all 
 from __future__ import annotations
 
 import json
-from itertools import compress
-from operator import itemgetter, methodcaller
+from operator import itemgetter
 from typing import Any
 
 from viewer.rollout import Problem
@@ -32,8 +31,6 @@ _ROLE = itemgetter("role")
 _EXTRA = frozenset(("reasoning_content", "reasoning", "provider_specific_fields", "tool_calls", "tool_call_id",
                     "name"))
 _REASONING = frozenset(("reasoning_content", "reasoning", "provider_specific_fields"))
-_TOOL = "tool"
-_CALL_ID = methodcaller("get", "tool_call_id")
 
 
 def _tool_call(call: Any, ref: RowRef, where: str, problems: list[Problem]) -> dict[str, Any] | None:
