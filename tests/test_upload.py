@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,45 @@ def test_intake_files_counts_files_and_refuses_name_clashes(tmp_path, monkeypatc
     root, notes = intake_files([fs[0], tmp_path / "again" / "trace.json"], tmp_path / "d3")
     assert root == tmp_path / "d3" / "trace.json" and "two uploaded files have this name" in notes[0]
     assert (tmp_path / "d3" / "trace.json").read_text() == "[]"  # the first one stays
+
+
+def _walked(walk) -> list:
+    return sorted((here, sorted(dirs), sorted(names)) for here, dirs, names in walk)
+
+
+@pytest.mark.parametrize("public", [False, True])
+def test_a_visible_walk_drops_what_prune_drops_without_resolving_each_folder(tmp_path, public):
+    """visible_walk (one folder per SWE-agent instance: resolving each cost ~140 us) keeps and drops the same
+    folders as os.walk with each subfolder's resolved path asked of hidden_from_visitors, on a tree with uploads at any depth, the capture root inside the data root,
+    links to folders (into an upload, to the capture root) and the walk's top reached through a link or
+    lying inside an upload or the capture root (its owner's walk: nothing dropped)."""
+    import os
+
+    from viewer.sources.upload import UPLOAD_PREFIX, hidden_from_visitors, visible_walk
+
+    root = tmp_path / "data"
+    caps = root / "runs" / "captures"
+    for d in ("a/b", f"a/{UPLOAD_PREFIX}x/c", f"{UPLOAD_PREFIX}y", "runs/captures/job1/deep", "runs/kept",
+              f"a/b/{UPLOAD_PREFIX}z", "a/not-ri-upload-", "captures"):
+        (root / d).mkdir(parents=True)
+        (root / d / "f.json").write_text("{}")
+    (root / "a" / "to-upload").symlink_to(root / "a" / f"{UPLOAD_PREFIX}x")
+    (root / "a" / "to-captures").symlink_to(caps)
+    (tmp_path / "link-to-data").symlink_to(root)
+    settings = Settings(public=public, data_root=str(root), capture_out_root=str(caps))
+
+    def pruned(top):  # the rule itself, each folder's path resolved (what the walks did before)
+        out = []
+        for here, dirs, names in os.walk(top):
+            if not hidden_from_visitors(top, settings):
+                dirs[:] = [d for d in dirs if not hidden_from_visitors(Path(here) / d, settings)]
+            out.append((here, dirs, names))
+        return out
+
+    tops = [root, tmp_path / "link-to-data", root / "a", root / "a" / f"{UPLOAD_PREFIX}x", caps, root / "runs",
+            str(root) + "/", root / "a" / ".." / "runs"]
+    for top in tops:
+        assert _walked(visible_walk(top, settings)) == _walked(pruned(top)), top
+    seen = {h for h, _, _ in visible_walk(root, settings)}
+    assert not any(part.startswith(UPLOAD_PREFIX) for h in seen for part in h.split(os.sep))  # (what is dropped)
+    assert (str(caps) in seen) != public and str(root / "a" / "not-ri-upload-") in seen

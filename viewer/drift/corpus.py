@@ -4,7 +4,6 @@ chunk, not the dataset. Shared by ``python -m viewer drift`` and the app's scan 
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -47,9 +46,9 @@ def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
 
     ``hf://...`` → itself; a file or a capture folder → itself; any other folder → every
     capture folder below it (a capture folder's own subfolders are not searched), except folders
-    no visitor may read (:func:`viewer.sources.upload.prune`: uploads; a public app's capture root).
+    no visitor may read (:func:`viewer.sources.upload.visible_walk`: uploads; a public app's capture root).
     """
-    from viewer.sources.upload import prune
+    from viewer.sources.upload import visible_walk
 
     text = str(source)
     if text.startswith("hf://"):
@@ -60,8 +59,7 @@ def discover(source: str | Path, settings: Settings | None = None) -> list[str]:
     if p.is_file() or is_capture_dir(p):
         return [str(p)]
     found: list[str] = []
-    for root, dirs, _files in os.walk(p):
-        prune(p, root, dirs, settings)
+    for root, dirs, _files in visible_walk(p, settings):
         dirs.sort()
         here = Path(root)
         if is_capture_dir(here):

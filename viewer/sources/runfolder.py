@@ -17,16 +17,15 @@ __all__ = ["files_of_one_format", "folder_files"]
 
 def folder_files(root: Path, settings: Any = None) -> Iterator[str]:
     """Every file under the folder ``root`` that a dataset of it may hold, relative and ``/``-separated: hidden
-    folders (the search index) skipped, and never another visitor's capture (:func:`viewer.sources.upload.prune`).
+    folders (the search index) skipped, and never another visitor's capture (:func:`viewer.sources.upload.visible_walk`).
     The one listing ``open_dataset`` and the scans' "is this a dataset?" share."""
-    from viewer.sources.upload import prune
+    from viewer.sources.upload import visible_walk
 
     base = str(root)
-    for top, dirs, names in os.walk(base):
+    for top, dirs, names in visible_walk(base, settings):  # (a capture root in the data root)
         dirs[:] = [d for d in dirs if not d.startswith(".")]
-        prune(root, top, dirs, settings)  # (a capture root in the data root)
-        rel = os.path.relpath(top, base).replace(os.sep, "/")
-        at = "" if rel == "." else rel + "/"
+        rel = top[len(base):].lstrip(os.sep).replace(os.sep, "/")  # (os.walk joins each folder onto base)
+        at = rel + "/" if rel else ""
         for n in names:  # (string paths: pathlib cost ~40 us a file over a folder of trajectories)
             yield at + n
 

@@ -11,19 +11,21 @@ ever written outside the target folder. No parsing happens here.
 from __future__ import annotations
 
 
+import os
 import secrets
 import shutil
 import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Iterator
 
 from viewer.budgets import env_name, limits
 from viewer.config import Settings
 from viewer.rollout import Problem
 from viewer.layout import RECORD_NAMES
 
-__all__ = ["resolve_user_path", "hidden_from_visitors", "prune", "intake_upload", "intake_files", "Intake",
+__all__ = ["resolve_user_path", "hidden_from_visitors", "visible_walk", "intake_upload", "intake_files", "Intake",
            "UploadRefused", "MAX_ZIP_ENTRIES"]
 
 MAX_ZIP_ENTRIES = 10_000  # kept for callers; the limit in force is the upload_files budget
@@ -78,7 +80,7 @@ def resolve_user_path(text: str, settings: Settings | None = None) -> Path:
 def hidden_from_visitors(path: str | Path, settings: Settings | None = None) -> bool:
     """A folder no visitor may read as data, wherever it lies: an upload's folder (its session's own)
     and, on a public app, the capture output root (captures open through their owner's job link).
-    :func:`resolve_user_path` refuses such a path when typed; :func:`prune` keeps folder walks (a
+    :func:`resolve_user_path` refuses such a path when typed; :func:`visible_walk` keeps folder walks (a
     folder of data files, a folder of captures) out of them when the capture root lies inside the
     data root, where a walk of the data root would otherwise read visitors' captures as rows."""
     settings = settings or Settings()
@@ -88,13 +90,33 @@ def hidden_from_visitors(path: str | Path, settings: Settings | None = None) -> 
     return settings.public_mode() and p.is_relative_to(Path(settings.capture_out_root).expanduser().resolve())
 
 
-def prune(top: str | Path, here: str | Path, dirs: list[str], settings: Settings | None = None) -> None:
-    """In an ``os.walk`` of ``top``, at folder ``here``: drop (in place) the subfolders no visitor may
-    read as data. A walk that starts inside such a folder (a session opening its own upload, an owner's
-    capture) is theirs already: only what lies below ``top`` and is hidden where ``top`` is not goes."""
-    if hidden_from_visitors(top, settings):
+def visible_walk(top: str | Path, settings: Settings | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``os.walk(top)`` (top-down, links not followed) without the subfolders no visitor may read as data
+    (:func:`hidden_from_visitors`). A walk that starts inside such a folder (a session opening its own
+    upload, an owner's capture) is theirs already: only what lies below ``top`` and is hidden where ``top``
+    is not goes.
+
+    Each folder is decided without resolving its path (~140 us a folder, and a SWE-agent or mini-swe-agent
+    run holds one folder per instance): a walk that follows no link enters only real folders, so a
+    subfolder's resolved path is its parent's and its name; an ancestor that was hidden was never entered,
+    and ``top`` is not hidden; so a subfolder is hidden exactly when its name starts with
+    :data:`UPLOAD_PREFIX` or, on a public app, it is the capture root itself. A link to a folder (listed in
+    ``dirs``, never entered) is resolved and decided by :func:`hidden_from_visitors`."""
+    settings = settings or Settings()
+    base = str(top)
+    if hidden_from_visitors(base, settings):
+        yield from os.walk(base)
         return
-    dirs[:] = [d for d in dirs if not hidden_from_visitors(Path(here) / d, settings)]
+    real = os.path.realpath(base)  # (what Path.resolve gives)
+    captures = str(Path(settings.capture_out_root).expanduser().resolve()) if settings.public_mode() else None
+    for here, dirs, names in os.walk(base):
+        if dirs:
+            rel = here[len(base):].lstrip(os.sep)  # (os.walk joins each folder onto base)
+            parent = os.path.join(real, rel) if rel else real
+            dirs[:] = [d for d in dirs if not (hidden_from_visitors(os.path.join(here, d), settings)
+                                               if os.path.islink(os.path.join(here, d)) else
+                                               d.startswith(UPLOAD_PREFIX) or os.path.join(parent, d) == captures)]
+        yield here, dirs, names
 
 
 def intake_upload(path: str | Path, dest: str | Path, settings: Settings | None = None) -> Intake:
