@@ -37,8 +37,11 @@ and peak RSS <= 0.3x the file.
    costs, ``open_dataset`` (the row index: every line found, Atropos' rollouts counted), the row table's
    first page and the first rollout's Conversation, the rest read when it is shown. A file that is one
    object (a SWE-agent ``.traj``, a mini-swe-agent ``.traj.json``, an Inspect ``.json`` log) is also measured
-   in the shape its producer writes, a **folder** of copies (100 a subfolder, at most 20,000 files; a small
-   file then stops short of ``--mb``, said), against ``json.load`` of each file (``--no-folder`` skips it).
+   in the shapes its producer writes, a **folder** of copies (at most 20,000 files; a small file then stops
+   short of ``--mb``, said), against ``json.load`` of each file (``--no-folder`` skips it), in two layouts
+   (``--folder-layout``): ``batches``, 100 files a subfolder (a folder of exported trajectories), and
+   ``instances``, one subfolder a file (``<instance>/<instance>.traj``: how SWE-agent and mini-swe-agent lay
+   out a run, where each folder's cost shows: resolving each for the visitor check cost ~140 us a folder).
 """
 from __future__ import annotations
 
@@ -356,8 +359,11 @@ def _label(src: Path) -> str:
         return f"{src.parent.name}/{src.name}"
 
 
+LAYOUTS = {"batches": 100, "instances": 1}  # files a subfolder (--folder-layout)
+
+
 def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int = 1, open_repeat: int = 0,
-               folder: bool = True) -> None:
+               folder: bool = True, layouts: tuple[str, ...] = tuple(LAYOUTS)) -> None:
     label = _label(src)
     dest = tmp / "rows" / src.name
     one = _one_rollout_list(src)
@@ -375,15 +381,18 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
             compare(f"{label} open (first screen)", dest, size, "open", open_repeat)
         rollout_line(label, dest, size, rollout_repeat)
         dest.unlink()
-    if (one or how == "JSONL of copies of its one object") and folder:  # the producer's shape: a file a rollout
-        where = tmp / "folder"
+    if not ((one or how == "JSONL of copies of its one object") and folder):
+        return
+    for layout in layouts:  # the producer's shapes: a file a rollout
+        where, per = tmp / "folder", LAYOUTS[layout]
         t0 = time.perf_counter()
-        files, size = replicate_folder(src, where, mb)
+        files, size = replicate_folder(src, where, mb, per)
+        name = "folder" if layout == "batches" else f"folder ({layout})"
         print(f"\n[{label}] replicated as a folder of {files:,} copies of the file (what the producer writes), "
-              f"{size:.1f} MB (written in {time.perf_counter() - t0:.1f} s)")
-        compare(f"{label} folder read", where, size, "read", repeat)
+              f"{per} a subfolder, {size:.1f} MB (written in {time.perf_counter() - t0:.1f} s)")
+        compare(f"{label} {name} read", where, size, "read", repeat)
         if open_repeat:
-            compare(f"{label} folder open (first screen)", where, size, "open", open_repeat)
+            compare(f"{label} {name} open (first screen)", where, size, "open", open_repeat)
         shutil.rmtree(where)
 
 
@@ -404,14 +413,14 @@ def _one_rollout_list(src: Path) -> bool:
 FOLDER_FILES = 20_000  # at most this many files a folder (a small file stops short of --mb, said)
 
 
-def replicate_folder(src: Path, dest: Path, mb: float) -> tuple[int, float]:
-    """Copies of the one-object file ``src`` in ``dest``, 100 a subfolder (as SWE-agent nests its runs), until
-    they hold ``mb`` MB or FOLDER_FILES files. Returns (files, MB written)."""
+def replicate_folder(src: Path, dest: Path, mb: float, per: int = 100) -> tuple[int, float]:
+    """Copies of the one-object file ``src`` in ``dest``, ``per`` a subfolder, until they hold ``mb`` MB or
+    FOLDER_FILES files. Returns (files, MB written)."""
     data = src.read_bytes()
     n = min(FOLDER_FILES, -(-int(mb * 1e6) // len(data)))
     for i in range(n):
-        sub = dest / f"{i // 100:04d}"
-        if i % 100 == 0:
+        sub = dest / f"{i // per:06d}"
+        if i % per == 0:
             sub.mkdir(parents=True)
         (sub / f"{i:06d}{''.join(src.suffixes)}").write_bytes(data)
     return n, n * len(data) / 1e6
@@ -446,9 +455,14 @@ def main() -> None:
                          "rollout's Conversation) per --format-file (default 0: skipped)")
     ap.add_argument("--no-folder", action="store_true",
                     help="skip the folder line of a one-object file (a folder of copies, as SWE-agent writes them)")
+    ap.add_argument("--folder-layout", default=",".join(LAYOUTS),
+                    help="the folder shapes measured: batches (100 files a subfolder), instances (a subfolder a "
+                         "file, as SWE-agent and mini-swe-agent write a run); default both")
     ap.add_argument("--blas-threads", default=BLAS_THREADS,
                     help="OPENBLAS_NUM_THREADS of every child (default 1; empty: the environment's, as before)")
     args = ap.parse_args()
+    if unknown := set(args.folder_layout.split(",")) - set(LAYOUTS) - {""}:
+        ap.error(f"--folder-layout: unknown {', '.join(sorted(unknown))} (known: {', '.join(LAYOUTS)})")
     globals()["BLAS_THREADS"] = args.blas_threads
     with tempfile.TemporaryDirectory() as d:
         if not args.skip_openenv and not bench_openenv(Path(d), args.mb, args.calls, args.form.split(","),
@@ -457,7 +471,7 @@ def main() -> None:
         for src in args.format_file:
             try:
                 bench_file(Path(d), src, args.mb, args.repeat, args.rollout_repeat, args.open_repeat,
-                           not args.no_folder)
+                           not args.no_folder, tuple(x for x in args.folder_layout.split(",") if x))
             except SystemExit as e:  # one file the reader refuses (or that is not rows) does not stop the others
                 print(f"[{_label(src)}] not measured: {e}")
 
