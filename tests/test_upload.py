@@ -175,17 +175,22 @@ def test_a_visible_walk_drops_what_prune_drops_without_resolving_each_folder(tmp
     settings = Settings(public=public, data_root=str(root), capture_out_root=str(caps))
 
     def pruned(top):  # the rule itself, each folder's path resolved (what the walks did before)
-        out = []
         for here, dirs, names in os.walk(top):
             if not hidden_from_visitors(top, settings):
                 dirs[:] = [d for d in dirs if not hidden_from_visitors(Path(here) / d, settings)]
-            out.append((here, dirs, names))
-        return out
+            yield here, dirs, names
 
     tops = [root, tmp_path / "link-to-data", root / "a", root / "a" / f"{UPLOAD_PREFIX}x", caps, root / "runs",
             str(root) + "/", root / "a" / ".." / "runs"]
     for top in tops:
         assert _walked(visible_walk(top, settings)) == _walked(pruned(top)), top
+
+    def edited(walk):  # a caller's edits of dirs, as os.walk honours them (one dropped, one added, order)
+        for here, dirs, names in walk:
+            dirs[:] = sorted([d for d in dirs if d != "b"] + (["to-upload", "captures"] if here == str(root / "a")
+                                                               else []), reverse=True)
+            yield here, dirs, names
+    assert _walked(edited(visible_walk(root, settings))) == _walked(edited(pruned(root))) != _walked(pruned(root))
     seen = {h for h, _, _ in visible_walk(root, settings)}
     assert not any(part.startswith(UPLOAD_PREFIX) for h in seen for part in h.split(os.sep))  # (what is dropped)
     assert (str(caps) in seen) != public and str(root / "a" / "not-ri-upload-") in seen

@@ -91,10 +91,10 @@ def hidden_from_visitors(path: str | Path, settings: Settings | None = None) -> 
 
 
 def visible_walk(top: str | Path, settings: Settings | None = None) -> Iterator[tuple[str, list[str], list[str]]]:
-    """``os.walk(top)`` (top-down, links not followed) without the subfolders no visitor may read as data
-    (:func:`hidden_from_visitors`). A walk that starts inside such a folder (a session opening its own
-    upload, an owner's capture) is theirs already: only what lies below ``top`` and is hidden where ``top``
-    is not goes.
+    """``os.walk(top)`` (top-down, links not followed, a folder it cannot list skipped) without the subfolders
+    no visitor may read as data (:func:`hidden_from_visitors`). A walk that starts inside such a folder (a
+    session opening its own upload, an owner's capture) is theirs already: only what lies below ``top`` and
+    is hidden where ``top`` is not goes. A caller may edit ``dirs`` in place, as with ``os.walk``.
 
     Each folder is decided without resolving its path (~140 us a folder, and a SWE-agent or mini-swe-agent
     run holds one folder per instance): a walk that follows no link enters only real folders, so a
@@ -107,16 +107,44 @@ def visible_walk(top: str | Path, settings: Settings | None = None) -> Iterator[
     if hidden_from_visitors(base, settings):
         yield from os.walk(base)
         return
-    real = os.path.realpath(base)  # (what Path.resolve gives)
     captures = str(Path(settings.capture_out_root).expanduser().resolve()) if settings.public_mode() else None
-    for here, dirs, names in os.walk(base):
-        if dirs:
-            rel = here[len(base):].lstrip(os.sep)  # (os.walk joins each folder onto base)
-            parent = os.path.join(real, rel) if rel else real
-            dirs[:] = [d for d in dirs if not (hidden_from_visitors(os.path.join(here, d), settings)
-                                               if os.path.islink(os.path.join(here, d)) else
-                                               d.startswith(UPLOAD_PREFIX) or os.path.join(parent, d) == captures)]
-        yield here, dirs, names
+    yield from _walk(base, os.path.realpath(base), captures, settings)  # (realpath: what Path.resolve gives)
+
+
+def _walk(here: str, real: str, captures: str | None, settings: Settings
+          ) -> Iterator[tuple[str, list[str], list[str]]]:
+    """The folder ``here`` (resolved: ``real``) of :func:`visible_walk` and those below it. Whether an entry
+    is a link comes from the listing itself, where ``os.walk`` asks the os again for each subfolder."""
+    dirs: list[str] = []
+    names: list[str] = []
+    links: set[str] = set()
+    try:
+        with os.scandir(here) as entries:
+            for e in entries:
+                try:
+                    is_dir = e.is_dir()  # (follows a link, as os.walk lists it)
+                except OSError:
+                    is_dir = False
+                if not is_dir:
+                    names.append(e.name)
+                    continue
+                dirs.append(e.name)
+                try:
+                    if e.is_symlink():
+                        links.add(e.name)
+                except OSError:
+                    pass
+    except OSError:  # (os.walk with no onerror: the folder is skipped)
+        return
+    dirs[:] = [d for d in dirs if not (hidden_from_visitors(os.path.join(here, d), settings) if d in links else
+                                       d.startswith(UPLOAD_PREFIX) or os.path.join(real, d) == captures)]
+    listed = set(dirs)
+    yield here, dirs, names
+    for d in dirs:  # (after the caller's edits)
+        path = os.path.join(here, d)
+        if d in links or (d not in listed and os.path.islink(path)):  # (a name the caller added: asked)
+            continue
+        yield from _walk(path, os.path.join(real, d), captures, settings)
 
 
 def intake_upload(path: str | Path, dest: str | Path, settings: Settings | None = None) -> Intake:
