@@ -18,10 +18,10 @@ The model and environment are not in the rows but in the ``metadata.json`` besid
 column, which this reader does not read: it says so): the token view is derived.
 
 Read at parser speed (issue 35: 1.85 KB rows, so the per-row Python counts): :func:`decode` decodes a
-row whose messages are all ``{role, content}`` (``role`` text), with tool calls in the OpenAI shape or
-null, into :class:`_Msg` structs, made into the dicts the reader hands on by ``msgspec.to_builtins`` in
-C; any other row is decoded generically and the rules of :mod:`viewer.sources.chat_messages` apply,
-with the same result.
+row whose messages are all ``{role, content}`` (``role`` text), with tool calls in the OpenAI shape (or
+each saved as its JSON text, decoded as that shape) or null, into :class:`_Msg` structs, made into the
+dicts the reader hands on by ``msgspec.to_builtins`` in C; any other row is decoded generically and the
+rules of :mod:`viewer.sources.chat_messages` apply, with the same result.
 """
 from __future__ import annotations
 
