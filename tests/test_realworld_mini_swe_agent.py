@@ -15,7 +15,8 @@ from viewer.sources import load_source, open_dataset
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests/data/realworld/mini_swe_agent"
-FILES = sorted(DATA.glob("*.traj.json"))
+RUN = DATA / "deepseek_reasoner_dev"  # a run as mini-swe-agent writes it: <instance>/<instance>.traj.json, preds.json
+FILES = sorted(DATA.rglob("*.traj.json"))
 
 
 def _raw(path: Path) -> dict:
@@ -27,7 +28,7 @@ def _replies(raw: dict) -> list[dict]:
 
 
 def test_the_files_are_there():
-    assert len(FILES) == 3
+    assert len(FILES) == 7 and (RUN / "preds.json").is_file()
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -70,3 +71,21 @@ def test_summary_rows_and_cli():
     assert out["format"] == "mini-swe-agent" and out["turns"] == len(_replies(_raw(path)))
 
 
+
+
+def test_a_run_folder_as_mini_swe_agent_writes_it_opens_one_rollout_per_instance():
+    """A run's folder holds <instance>/<instance>.traj.json and, at its top, preds.json (its patches), which
+    sorts before the instances: the folder was refused ("unknown format; fields found: <instance ids>"),
+    its format taken from preds.json. Now the trajectories are the rows and preds.json is named, left out."""
+    instances = sorted(d.name for d in RUN.iterdir() if (d / f"{d.name}.traj.json").is_file())
+    assert len(instances) == 4
+    src = open_dataset(RUN)
+    assert src.format.name == "mini-swe-agent" and len(src.dataset) == len(instances)
+    assert "left out 1 file(s) that format does not read: preds.json" in src.note
+    raws = {i: _raw(RUN / i / f"{i}.traj.json") for i in instances}
+    got = []
+    for r in range(len(instances)):
+        ro = src.rollout(r)
+        got.append((ro.task["instance_id"], len(ro.turns), ro.summary["exit_status"]))
+    assert sorted(got) == sorted((i, len(_replies(x)), x["info"]["exit_status"]) for i, x in raws.items())
+    assert set(instances) <= set(json.loads((RUN / "preds.json").read_text()))  # (the side file is the run's)

@@ -1,8 +1,9 @@
 """Run folders: a producer's rollouts beside their side files (issue 35).
 
 A folder a harness or an eval writes mixes the rows with files that are not rows: verifiers'
-``results.jsonl`` beside ``metadata.json``, SWE-agent's ``*.traj`` beside ``preds.json``. Opening the
-folder as a dataset keeps the files one format reads and names the ones left out.
+``results.jsonl`` beside ``metadata.json``, SWE-agent's ``*.traj`` and mini-swe-agent's ``*.traj.json`` (a
+folder an instance) beside the run's ``preds.json``. Opening the folder as a dataset keeps the files one
+format reads and names the ones left out.
 """
 from __future__ import annotations
 
@@ -73,8 +74,17 @@ def files_of_one_format(root: Path, files: list[str], fmt: str | None, kw: dict)
     return [f for f in files if _suffix(f) in keep], [f for f in files if _suffix(f) not in keep]
 
 
+# Suffixes of two parts that name a producer's rollout files beside side files of the last part alone:
+# mini-swe-agent writes <instance>/<instance>.traj.json beside the run's preds.json (sorted first of all)
+_TWO_PART = (".traj.json",)
+
+
 def _suffix(name: str) -> str:
-    """``Path(name).suffix.lower()`` without a Path a file (two each over a folder of 7,579 cost 30 ms)."""
-    last = name.rpartition("/")[2]
+    """``Path(name).suffix.lower()`` without a Path a file (two each over a folder of 7,579 cost 30 ms), or one of
+    :data:`_TWO_PART` that the name ends with."""
+    last = name.rpartition("/")[2].lower()
+    for two in _TWO_PART:  # (as pathlib's suffixes: a name that is only dots before it, ".traj.json", has ".json")
+        if last.endswith(two) and last[:-len(two)].lstrip("."):
+            return two
     i = last.rfind(".")
-    return last[i:].lower() if 0 < i < len(last) - 1 else ""
+    return last[i:] if 0 < i < len(last) - 1 else ""
