@@ -43,7 +43,7 @@ def raw_rollouts(p: Path) -> int:
                 return len({n for n in z.namelist() if n.startswith("samples/") and n.endswith(".json")})
         return len(json.loads(p.read_text()).get("samples") or [])
     if where in ("swe_agent", "mini_swe_agent"):  # one trajectory per file; a run's preds.json holds patches only
-        return 0 if p.name == "preds.json" else 1
+        return 0 if p.name in ("preds.json", "all_preds.jsonl") else 1
     if where == "openhands":  # output.jsonl: a row per instance; an event list: one rollout
         return len(_lines(p)) if p.suffix == ".jsonl" else 1
     if where == "nemo_gym":  # a line per rollout; the materialised task inputs hold none

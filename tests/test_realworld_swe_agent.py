@@ -14,7 +14,8 @@ from viewer.sources import load_source, open_dataset
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests/data/realworld/swe_agent"
-FILES = sorted(DATA.glob("*.traj"))
+RUN = DATA / "gpt4__swe-bench-dev-easy_first_only__default__t-0.00__p-0.95__c-3.00__install-1"  # a run's folder
+FILES = sorted(DATA.rglob("*.traj"))
 
 
 def _raw(path: Path) -> dict:
@@ -29,7 +30,21 @@ def _expected_turns(raw: dict) -> int:
 
 
 def test_the_files_are_there():
-    assert len(FILES) == 3
+    assert len(FILES) == 4 and (RUN / "all_preds.jsonl").is_file()
+
+
+def test_a_run_folder_as_swe_agent_wrote_it_opens_its_trajectories_and_names_its_side_files():
+    """The run's all_preds.jsonl (a line an instance, patches only) is JSONL: a reader's data file by its
+    extension, named and left out; args.yaml and patches/ are not data files."""
+    trajs = sorted(RUN.rglob("*.traj"))
+    preds = [json.loads(x) for x in (RUN / "all_preds.jsonl").read_text().splitlines() if x.strip()]
+    src = open_dataset(RUN)
+    assert src.format.name == "swe-agent" and len(src.dataset) == len(trajs) == 1
+    assert "left out 1 file(s) that format does not read: all_preds.jsonl" in src.note
+    ro = src.rollout(0)
+    raw = _raw(trajs[0])
+    assert len(ro.turns) == _expected_turns(raw) and ro.summary.get("exit_status") == raw["info"]["exit_status"]
+    assert [p["instance_id"] for p in preds] == [trajs[0].stem]  # (the side file is this run's)
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
