@@ -58,6 +58,10 @@ class RowFormat:
     decode: Callable[[bytes], Any] | None = None
     # A stored JSONL line counted and expanded from its bytes (viewer.sources.subrows.RawLines), with expand.
     lines: Any = None
+    # Files the producer writes beside its rows with the rows' own extension (Inspect's eval-set manifests,
+    # logs.json and eval-set.json, beside .json logs): a run folder lists each as a group of its own, so one
+    # that is not this format's row is named and left out, not read as a bad row (viewer.sources.runfolder).
+    side_files: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- helpers

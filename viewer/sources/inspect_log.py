@@ -70,6 +70,9 @@ def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
 def expand(row: dict[str, Any]) -> list[Any]:
     """The log's samples, each with the eval header it needs under ``eval`` (a non-object sample
     becomes that rollout's error)."""
+    if not detect(set(row), row):  # (a folder's other JSON file, read as the folder's format: said, not misread)
+        raise RowReadError("", "not an Inspect log (one has an integer `version` and an `eval` naming its task and "
+                               f"model); fields found: {', '.join(map(str, list(row)[:8]))}")
     samples = row.get("samples")
     status = row.get("status")
     if not isinstance(samples, list) or not samples:
@@ -327,4 +330,5 @@ class _Log(TypedDict, total=False):
 
 FORMAT = RowFormat("inspect", "Inspect AI eval log (.json or .eval; one rollout per sample)", detect, read_row,
                    summarize, expand=expand, fields=("version", "eval", "samples"), decode=typed(_Log),
-                   lines=RawLines(_count, lambda raw, state: None))  # (counted only: decode reads the line)
+                   lines=RawLines(_count, lambda raw, state: None),  # (counted only: decode reads the line)
+                   side_files=("logs.json", "eval-set.json"))  # (eval_set's manifests, beside .json logs too)

@@ -36,15 +36,18 @@ _KIND_ORDER = {"parquet": 0, "jsonl": 1, "zip": 2, "json": 3}  # JSON last: run 
 def files_of_one_format(root: Path, files: list[str], fmt: str | None, kw: dict) -> tuple[list[str], list[str]]:
     """The data files of a folder that hold the rows, and those left out. A run folder mixes rollouts with
     their side files (verifiers' ``results.jsonl`` + ``metadata.json``, SWE-agent's ``*.traj`` + ``preds.json``):
-    the files are grouped by extension, the biggest group (JSONL before JSON on a tie) picks the format by
-    its first file, and each other group stays only when the same format reads its first file. One row read
-    per extension, never per file."""
-    from viewer.sources.registry import detect_formats, get_format
+    the files are grouped by extension (a side file a format names, ``RowFormat.side_files``, by its name: it
+    has the rows' extension), the biggest group (JSONL before JSON on a tie) picks the format by its first
+    file, and each other group stays only when the same format reads its first file. One row read per
+    group, never per file."""
+    from viewer.sources.registry import all_formats, detect_formats, get_format
     from viewer.sources.rowdata import RowReadError, data_kind, local_dataset
 
+    side = frozenset(n for f in all_formats() for n in f.side_files)
+    group_of = {f: _group(f, side) for f in files}
     groups: dict[str, list[str]] = {}
-    for f in files:
-        groups.setdefault(_suffix(f), []).append(f)
+    for f, g in group_of.items():
+        groups.setdefault(g, []).append(f)
     if len(groups) < 2:
         return files, []
     order = sorted(groups, key=lambda e: (-len(groups[e]), _KIND_ORDER.get(data_kind(groups[e][0]) or "", 9), e))
@@ -71,7 +74,14 @@ def files_of_one_format(root: Path, files: list[str], fmt: str | None, kw: dict)
         return files, []  # nothing detected: "unknown format" names the fields of the first file
     name = found[lead][0]
     keep = {e for e in order if name in found[e]}
-    return [f for f in files if _suffix(f) in keep], [f for f in files if _suffix(f) not in keep]
+    return [f for f in files if group_of[f] in keep], [f for f in files if group_of[f] not in keep]
+
+
+def _group(name: str, side: frozenset[str]) -> str:
+    """The group of a folder's file: a side file a format names (``RowFormat.side_files``) by its name, any other
+    file by its extension."""
+    base = name.rpartition("/")[2].lower()
+    return f"name:{base}" if base in side else _suffix(name)
 
 
 # Suffixes of two parts that name a producer's rollout files beside side files of the last part alone:

@@ -145,7 +145,8 @@ class ExpandedRows:
         try:
             subs = self.expand(value)
         except RowReadError as e:  # located inside the row by the format: say which row too
-            return [e if e.where.startswith(f"row {stored}") else RowReadError(f"row {stored} {e.where}", e.message)]
+            return [e if e.where.startswith(f"row {stored}") else
+                    RowReadError(f"row {stored} {e.where}".rstrip(), e.message)]
         except Exception as e:  # a reader bug on odd data: that stored row says so, the others stay readable
             return [RowReadError(f"row {stored}", f"{self.what}: cannot split into rollouts: {type(e).__name__}: {e}")]
         if not subs:
