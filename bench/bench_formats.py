@@ -42,6 +42,17 @@ and peak RSS <= 0.3x the file.
    (``--folder-layout``): ``batches``, 100 files a subfolder (a folder of exported trajectories), and
    ``instances``, one subfolder a file (``<instance>/<instance>.traj``: how SWE-agent and mini-swe-agent lay
    out a run, where each folder's cost shows: resolving each for the visitor check cost ~140 us a folder).
+
+   Beside each read line of a text-only format, the **floor** (``--no-floor`` skips it): the least any
+   reader that hands on a Conversation of Python values must do, in a fresh process, every row's bytes
+   read before the clock (no I/O counted, GC paused as the readers do): each row's text validated by
+   msgspec with nothing built (decoded as ``msgspec.Raw``), and the values of that row's Conversation
+   messages built by msgspec's generic decode of their JSON (written beside the file by the reader before
+   the clock), less the time to validate that JSON alone (a reader's one pass reads the messages' text
+   once). No I/O, task, tools, summary, no reader logic: a lower bound, in the same run as the baseline
+   (printed beside it, not in it: the least reading the bytes costs, into one reused buffer),
+   so a target under it is one that no reader built on Python's fastest JSON decoders meets (``orjson``
+   decodes these rows no faster: docs/SPEED.md, round eight).
 """
 from __future__ import annotations
 
@@ -269,6 +280,58 @@ elif mode == "open":  # what the app does to show a file: the first screen, no t
     row = src.default_row()
     conv = src.format.read(src.dataset.read_row(row), RowRef(src.label, row))  # the rollout shown first
     out = [len(src.dataset), src.format.name, len(page.rows), len(conv.exact_turns or conv.messages)]
+elif mode == "floor-prep":  # (untimed) each row's Conversation messages as one JSON line, beside the file
+    import msgspec
+    from viewer.sources.formats import RowRef
+    src = open_dataset(path, settings)
+    with open(sys.argv[4], "wb") as f:
+        for i in range(len(src.dataset)):
+            conv = src.format.read(src.dataset.read_row(i), RowRef(src.label, i))
+            if conv.exact_turns is not None:  # ids: the floor of building packed ids is another question
+                out = "exact"
+                break
+            f.write(msgspec.json.encode(conv.messages) + b"\n")
+        else:
+            out = len(src.dataset)
+elif mode == "floor":  # the least any reader does: each row validated (nothing built), its messages' values built
+    import gc
+    import msgspec
+
+    skip, build = msgspec.json.Decoder(msgspec.Raw).decode, msgspec.json.Decoder().decode  # (Raw: checked, unbuilt)
+    with open(sys.argv[4], "rb") as f:  # before the clock: the messages' JSON, and every row's bytes (no I/O
+        convs = f.read().splitlines()  # timed: any reader pays some, so the floor stays under every reader)
+    if os.path.isdir(path):
+        texts = []
+        for root, dirs, names in os.walk(path):
+            dirs.sort()
+            for name in sorted(names):
+                with open(os.path.join(root, name), "rb") as f:
+                    texts.append(f.read())
+    else:
+        with open(path, "rb") as f:
+            texts = [line for line in f.read().split(b"\n") if line.strip()]
+    gc.disable()  # as the readers do
+    t0, c0 = time.perf_counter(), time.process_time()  # (restarted)
+    for text in texts:  # (a stored row may hold several rollouts: an Inspect log's samples, each a line of convs)
+        skip(text)
+    for conv in convs:
+        build(conv)
+    # A reader's one pass reads the messages' text once, not twice (the row's check, then the build): the
+    # messages' own check, timed alone, is taken off (the clock's start moved on by it)
+    t1, c1 = time.perf_counter(), time.process_time()
+    for conv in convs:
+        skip(conv)
+    t0, c0 = t0 + time.perf_counter() - t1, c0 + time.process_time() - c1
+    # Beside it, not in it: the least reading the bytes costs (into one reused buffer, nothing kept or split)
+    buf = bytearray(max(1 << 20, max(map(len, texts))))
+    io0 = time.process_time()
+    for name in ([os.path.join(r, n) for r, _, ns in os.walk(path) for n in ns] if os.path.isdir(path) else [path]):
+        with open(name, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
+    io_s = time.process_time() - io0
+    t0, c0 = t0 + io_s, c0 + io_s  # (its wall time is the same CPU time, near enough)
+    out = [len(texts), len(convs), io_s]
 elif mode == "rows":
     src = open_dataset(path, settings)
     n = len(src.dataset)
@@ -292,9 +355,10 @@ print(json.dumps({"out": out, "s": dt, "cpu_s": cpu, "base_mb": base, "peak_mb":
 BLAS_THREADS = "1"  # the children's OPENBLAS_NUM_THREADS (module doc; --blas-threads)
 
 
-def child(mode: str, path: Path) -> dict:
+def child(mode: str, path: Path, side: Path | None = None) -> dict:
     env = dict(os.environ, OPENBLAS_NUM_THREADS=BLAS_THREADS) if BLAS_THREADS else None
-    r = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path), str(REPO)], capture_output=True,
+    extra = [str(side)] if side is not None else []
+    r = subprocess.run([sys.executable, "-c", _CHILD, mode, str(path), str(REPO), *extra], capture_output=True,
                        text=True, timeout=3600, env=env)
     if r.returncode:
         raise SystemExit(f"{mode} {path}: failed: {r.stderr.strip()[-1500:]}")
@@ -305,30 +369,58 @@ def verdict(x: float) -> str:
     return f"{x:.2f}x ({'met' if x <= TARGET else 'NOT met'})"
 
 
-def compare(label: str, path: Path, size_mb: float, mode: str, repeat: int, open_path: Path | None = None) -> bool:
+def compare(label: str, path: Path, size_mb: float, mode: str, repeat: int, open_path: Path | None = None,
+            floor: bool = False) -> bool:
     """``repeat`` alternating pairs of fresh processes (the stdlib on ``path``, the reader on ``open_path``,
     default ``path``); prints each pair and the
-    medians. Returns whether every reader run's figures meet both targets."""
+    medians. ``floor``: a third process each time, the floor (module doc), for a text-only format. Returns
+    whether every reader run's figures meet both targets."""
     print(f"\n[{label}] {size_mb:.1f} MB, {repeat} alternating runs in fresh processes; load average "
           f"{os.getloadavg()[0]:.1f}")
-    cpu_r, nogc_r, rss_r, ok = [], [], [], True
+    cpu_r, nogc_r, rss_r, floor_r, ok = [], [], [], [], True
     file_mib = size_mb / 1.048576
+    side = _floor_side(path) if floor else None
     for k in range(repeat):
         j, jn, me = child("json", path), child("json-nogc", path), child(mode, open_path or path)
+        fl = child("floor", path, side) if side else None
         c, cn, m = me["cpu_s"] / j["cpu_s"], me["cpu_s"] / jn["cpu_s"], me["peak_mb"] / file_mib
         cpu_r.append(c)
         nogc_r.append(cn)
         rss_r.append(m)
         ok = ok and c <= TARGET and m <= TARGET
+        at_floor = ""
+        if fl:
+            floor_r.append((fl["cpu_s"] / j["cpu_s"], me["cpu_s"] / fl["cpu_s"], fl["out"][2] / j["cpu_s"]))
+            at_floor = (f" | floor {fl['cpu_s']:.2f} s CPU = {floor_r[-1][0]:.2f}x json's (reading the bytes, not "
+                        f"in it: {floor_r[-1][2]:.2f}x more), the reader {floor_r[-1][1]:.2f}x the floor")
         print(f"[{label}] run {k + 1}: json {j['cpu_s']:.2f} s CPU ({j['s']:.2f} s wall), peak {j['peak_mb']:.0f} MB "
               f"({j['peak_mb'] / file_mib:.2f}x); json, GC paused {jn['cpu_s']:.2f} s CPU | reader {me['cpu_s']:.2f} s "
               f"CPU ({me['s']:.2f} s wall), peak {me['peak_mb']:.0f} MB (interpreter + imports {me['base_mb']:.0f} MB) "
-              f"| CPU {verdict(c)} ({cn:.2f}x json with the GC paused), peak RSS {verdict(m)} | {me['out']}")
+              f"| CPU {verdict(c)} ({cn:.2f}x json with the GC paused), peak RSS {verdict(m)} | {me['out']}{at_floor}")
+    at_floor = ""
+    if floor_r:
+        at_floor = (f"; FLOOR {statistics.median(f for f, _, _ in floor_r):.2f}x json's, reading the bytes "
+                    f"{statistics.median(io for _, _, io in floor_r):.2f}x more (the reader "
+                    f"{statistics.median(r for _, r, _ in floor_r):.2f}x the floor)")
     print(f"[{label}] ROW median of {repeat}: CPU {verdict(statistics.median(cpu_r))} json's "
           f"({statistics.median(nogc_r):.2f}x json's with the GC paused), peak RSS {verdict(statistics.median(rss_r))} "
-          f"the file (target <= {TARGET}x both; worst CPU {max(cpu_r):.2f}x, worst RSS {max(rss_r):.2f}x); "
+          f"the file (target <= {TARGET}x both; worst CPU {max(cpu_r):.2f}x, worst RSS {max(rss_r):.2f}x){at_floor}; "
           f"load average {os.getloadavg()[0]:.1f}")
+    if side:
+        side.unlink()
     return ok
+
+
+def _floor_side(path: Path) -> Path | None:
+    """The rows' Conversation messages as JSON lines (what the floor builds), written beside ``path`` by the
+    reader (untimed); None for a format with ids (its floor would be packed ids: not measured)."""
+    side = path.parent / (path.name + ".floor-messages")
+    got = child("floor-prep", path, side)
+    if got["out"] == "exact":
+        side.unlink()
+        print("(no floor: the rows carry ids)")
+        return None
+    return side
 
 
 def bench_openenv(tmp: Path, mb: float, calls: int, forms: list[str], repeat: int, bare: bool,
@@ -363,12 +455,15 @@ LAYOUTS = {"batches": 100, "instances": 1}  # files a subfolder (--folder-layout
 
 
 def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int = 1, open_repeat: int = 0,
-               folder: bool = True, layouts: tuple[str, ...] = tuple(LAYOUTS)) -> None:
+               folder: bool = True, layouts: tuple[str, ...] = tuple(LAYOUTS), floor: bool = True,
+               own_rows: bool = True) -> None:
     label = _label(src)
     dest = tmp / "rows" / src.name
     one = _one_rollout_list(src)
     if one:  # a list that is one rollout (OpenHands events): its elements copied would be one 200 MB rollout
         print(f"\n[{label}] a JSON list that is one rollout: measured as a folder of copies only")
+    elif not own_rows:
+        how = "JSONL of copies of its one object" if _one_object(src) else "rows"
     else:
         t0 = time.perf_counter()
         how, rows, size = replicate(src, dest, mb)
@@ -376,7 +471,7 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
             dest = dest.rename(dest.with_name(dest.name + ".jsonl"))
         print(f"\n[{label}] replicated as {how}: {rows:,} rows, {size:.1f} MB "
               f"(written in {time.perf_counter() - t0:.1f} s)")
-        compare(f"{label} read", dest, size, "read", repeat)
+        compare(f"{label} read", dest, size, "read", repeat, floor=floor)
         if open_repeat:  # what showing the file costs: the same comparison, for the first screen
             compare(f"{label} open (first screen)", dest, size, "open", open_repeat)
         rollout_line(label, dest, size, rollout_repeat)
@@ -390,10 +485,18 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
         name = "folder" if layout == "batches" else f"folder ({layout})"
         print(f"\n[{label}] replicated as a folder of {files:,} copies of the file (what the producer writes), "
               f"{per} a subfolder, {size:.1f} MB (written in {time.perf_counter() - t0:.1f} s)")
-        compare(f"{label} {name} read", where, size, "read", repeat)
+        compare(f"{label} {name} read", where, size, "read", repeat, floor=floor)
         if open_repeat:
             compare(f"{label} {name} open (first screen)", where, size, "open", open_repeat)
         shutil.rmtree(where)
+
+
+def _one_object(src: Path) -> bool:
+    """Whether ``src`` is one JSON object (one rollout: replicate makes JSONL of copies of it)."""
+    try:
+        return isinstance(json.loads(src.read_bytes()), dict)
+    except ValueError:
+        return False
 
 
 def _one_rollout_list(src: Path) -> bool:
@@ -458,6 +561,10 @@ def main() -> None:
     ap.add_argument("--folder-layout", default=",".join(LAYOUTS),
                     help="the folder shapes measured: batches (100 files a subfolder), instances (a subfolder a "
                          "file, as SWE-agent and mini-swe-agent write a run); default both")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="skip the floor line (the least any reader does: each row validated, its messages built)")
+    ap.add_argument("--no-rows", action="store_true",
+                    help="skip the file's own rows line (JSONL / array): only the folder layouts of a one-object file")
     ap.add_argument("--blas-threads", default=BLAS_THREADS,
                     help="OPENBLAS_NUM_THREADS of every child (default 1; empty: the environment's, as before)")
     args = ap.parse_args()
@@ -471,7 +578,8 @@ def main() -> None:
         for src in args.format_file:
             try:
                 bench_file(Path(d), src, args.mb, args.repeat, args.rollout_repeat, args.open_repeat,
-                           not args.no_folder, tuple(x for x in args.folder_layout.split(",") if x))
+                           not args.no_folder, tuple(x for x in args.folder_layout.split(",") if x),
+                           not args.no_floor, not args.no_rows)
             except SystemExit as e:  # one file the reader refuses (or that is not rows) does not stop the others
                 print(f"[{_label(src)}] not measured: {e}")
 
