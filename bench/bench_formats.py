@@ -464,6 +464,8 @@ def bench_file(tmp: Path, src: Path, mb: float, repeat: int, rollout_repeat: int
         print(f"\n[{label}] a JSON list that is one rollout: measured as a folder of copies only")
     elif not own_rows:
         how = "JSONL of copies of its one object" if _one_object(src) else "rows"
+        if how == "rows":
+            print(f"\n[{label}] --no-rows: a file of rows, which has no folder layout; not measured")
     else:
         t0 = time.perf_counter()
         how, rows, size = replicate(src, dest, mb)
