@@ -22,7 +22,7 @@ from viewer.config import Settings
 from viewer.layout import TOKENIZER_DIR
 from viewer.rollout import Rollout
 from viewer.sources.capture import trace_file
-from viewer.sources.jsonio import size_problem
+from viewer.sources.jsonio import WHITESPACE_BYTES, size_problem
 from viewer.sources.jsonstream import open_records
 from viewer.sources.openai_wire import TOKEN_ID_PREFIX, token_id
 from viewer.sources.recordtypes import ValidationError, long_digit_run
@@ -336,7 +336,7 @@ def _records(trace: Path, settings: Settings) -> Iterable[Any]:
         data = trace.read_bytes() if small else b""
     except OSError:
         data = b""
-    if data.lstrip(b" \t\r\n")[:1] == b"[" and not long_digit_run(data):
+    if data.lstrip(WHITESPACE_BYTES)[:1] == b"[" and not long_digit_run(data):
         try:
             recs = _LEAN_ARRAY.decode(data)
         except (msgspec.DecodeError, RecursionError):  # (a ValidationError is a DecodeError)

@@ -36,12 +36,12 @@ from viewer.sources.lazynumpy import np  # imported on first use (a capture open
 
 from viewer.packed import Packed
 from viewer.sources.recordtypes import long_digit_run, decode_generic
+from viewer.sources.jsonio import WHITESPACE_BYTES as _WS  # (JSON's whitespace)
 
 __all__ = ["count", "group", "same_run"]
 
 _LIMIT = 2 ** 31
 _CONTEXT = array("i", [-100]).tobytes()  # Atropos' ignore index, as one packed int32
-_WS = b" \t\r\n"
 
 
 class _Seqs(msgspec.Struct):

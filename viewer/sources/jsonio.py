@@ -23,13 +23,16 @@ from viewer.rollout import Problem
 
 __all__ = ["RecordFile", "Document", "read_records", "read_document", "size_problem", "line_col",
            "WRAPPER_KEYS", "gc_paused", "jsonl_record", "SKIP", "nesting_exceeded",
-           "number_error", "rows_of_json"]
+           "number_error", "rows_of_json", "WHITESPACE", "WHITESPACE_BYTES"]
 
 # Objects that wrap the record list, tried in this order (first list wins).
 WRAPPER_KEYS = ("trace", "records", "turns", "proxy_turns", "entries", "data")
 
 _decoder = json.JSONDecoder()
-_WS = " \t\r\n"
+# The whitespace JSON allows between tokens (RFC 8259 §2): the one definition every reader here uses
+WHITESPACE = " \t\r\n"
+WHITESPACE_BYTES = WHITESPACE.encode()
+_WS = WHITESPACE
 
 
 def nesting_exceeded(label: str, where: str, limits: Limits | None) -> BudgetExceeded:

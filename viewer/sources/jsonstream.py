@@ -26,13 +26,12 @@ from viewer.budgets import Limits
 from viewer.rollout import Problem
 from viewer.sources.recordtypes import decode_trace_record
 from viewer.sources.jsonvalue import MORE as _MORE, NO as _NO, decode_value as _decode, guess_end as _guess_end, value_end as _value_end
-from viewer.sources.jsonio import (SKIP, RecordFile, jsonl_record, nesting_exceeded, number_error, read_records,
-                                   size_problem)
+from viewer.sources.jsonio import (SKIP, WHITESPACE as _WS, RecordFile, jsonl_record, nesting_exceeded, number_error,
+                                   read_records, size_problem)
 
 __all__ = ["RecordStream", "open_records", "CHUNK_CHARS"]
 
 CHUNK_CHARS = 4 << 20  # bytes read at a time (a record cut by the end is found again: keep chunks >> records)
-_WS = " \t\r\n"
 _decoder = json.JSONDecoder()
 
 

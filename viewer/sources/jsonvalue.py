@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import msgspec
 
+from viewer.sources.jsonio import WHITESPACE_BYTES
 from viewer.sources.recordtypes import ValidationError, decode_generic
 
 __all__ = ["NO", "MORE", "value_end", "guess_end", "decode_value"]
@@ -49,7 +50,7 @@ def guess_end(buf: bytes, pos: int) -> int | None:
     if nxt < 0:
         return None
     comma = buf.rfind(b",", pos, nxt)
-    if comma < 0 or buf[comma + 1:nxt].strip(b" \t\r\n"):
+    if comma < 0 or buf[comma + 1:nxt].strip(WHITESPACE_BYTES):
         return None
     return comma - pos
 

@@ -27,13 +27,13 @@ import msgspec
 from viewer.sources.lazynumpy import np  # imported on first use (a capture open needs none)
 
 from viewer.sources.recordtypes import long_digit_run  # json's limit on an integer's digits
+from viewer.sources.jsonio import WHITESPACE_BYTES as _WS  # (JSON's whitespace)
 
 __all__ = ["index_array", "ARRAY_CHUNK"]
 
 ARRAY_CHUNK = 2 << 20
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])  # the elements' bytes, checked, nothing built
 _NONWS = re.compile(rb"[^ \t\r\n]")
-_WS = b" \t\r\n"
 _HEAD = re.compile(rb'\{[ \t\r\n]*"[^"\\]{1,60}"[ \t\r\n]*:')  # an object's opening and first key
 _HIGH = 0x8080808080808080  # the top bit of each byte of a word: set on a non-ASCII byte
 _SKIP = msgspec.json.Decoder(msgspec.Raw)  # one value's end, nothing built

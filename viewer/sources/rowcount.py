@@ -18,6 +18,7 @@ from typing import Callable
 import msgspec
 
 from viewer.sources.recordtypes import long_digit_run
+from viewer.sources.jsonio import WHITESPACE_BYTES as _WS  # (JSON's whitespace)
 
 __all__ = ["file_rows", "one_conversation"]
 
@@ -81,7 +82,6 @@ def _is_event(h: _Head) -> bool:
         return False
 
 
-_WS = b" \t\r\n"
 
 
 class _Wrapper(msgspec.Struct):

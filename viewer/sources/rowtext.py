@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Callable
 
-from viewer.sources.jsonio import rows_of_json
+from viewer.sources.jsonio import WHITESPACE_BYTES as _WS, rows_of_json
 from viewer.sources.rowerror import RowReadError
 from viewer.sources.rowjson import loads  # json.loads's values and errors, at msgspec's speed
 from viewer.sources.rowarray import ARRAY_CHUNK, index_array
@@ -344,7 +344,6 @@ class TextRows:
         return value
 
 
-_WS = b" \t\r\n"
 # Files that hold one trajectory by what writes them (SWE-agent's *.traj, mini-swe-agent's *.traj.json): one row
 # each in a folder, counted without being read (a file that does not parse is that row's error when it is read)
 ONE_ROLLOUT_FILES = (".traj", ".traj.json")

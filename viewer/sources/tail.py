@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from viewer.rollout import Problem
-from viewer.sources.jsonio import SKIP, jsonl_record, number_error
+from viewer.sources.jsonio import SKIP, WHITESPACE_BYTES as _WS, jsonl_record, number_error
 from viewer.sources.jsonvalue import MORE, NO, decode_value, value_end
 
 __all__ = ["Tail"]
 
 _GUARD = 64  # bytes before the offset compared on each read: a rewrite with other content is noticed
 CHUNK = 16 << 20  # bytes read at most per read: a big file is taken in steps, memory and a poll's work bounded
-_WS = b" \t\r\n"
 
 
 class Tail:
