@@ -67,8 +67,11 @@ def test_follow_shows_each_appended_call(page, app_url, data_root):
         assert shown < 2 * period + 8, (k, shown)
         rec = json.loads(line)
         assert page.locator("#token-view .ri-tv").get_attribute("data-turn") == str(k)
-        listed = page.locator("#turn-list").text_content()
-        assert str(len(rec["completion_token_ids"])) in listed
+        # the turn list is another component of the same answer, updated in its own render: waited for, not read
+        # at once (under load 6-7 it was a render behind the token view)
+        page.wait_for_function("n => new RegExp('(^|[^0-9.-])' + n + '([^0-9.]|$)').test("
+                               "document.querySelector('#turn-list')?.textContent ?? '')",
+                               arg=str(len(rec["completion_token_ids"])), timeout=30000)  # (a number of its own)
     assert "error" not in (page.locator("#status").text_content() or "").lower()
     f = LIVE.follower(folder, Settings.from_env())
     size = trace.stat().st_size

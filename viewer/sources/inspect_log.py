@@ -71,8 +71,7 @@ def expand(row: dict[str, Any]) -> list[Any]:
     """The log's samples, each with the eval header it needs under ``eval`` (a non-object sample
     becomes that rollout's error)."""
     if not detect(set(row), row):  # (a folder's other JSON file, read as the folder's format: said, not misread)
-        raise RowReadError("", "not an Inspect log (one has an integer `version` and an `eval` naming its task and "
-                               f"model); fields found: {', '.join(map(str, list(row)[:8]))}")
+        raise RowReadError("", f"not an Inspect log: {_not_a_log(row)}")
     samples = row.get("samples")
     status = row.get("status")
     if not isinstance(samples, list) or not samples:
@@ -92,6 +91,18 @@ def expand(row: dict[str, Any]) -> list[Any]:
         else:
             out.append(RowReadError(f".samples[{k}]", f"not a sample object ({type(s).__name__})"))
     return out
+
+
+def _not_a_log(row: dict[str, Any]) -> str:
+    """Why :func:`detect` refuses ``row``, from the fields the typed decode keeps too (so both paths say the same)."""
+    if missing := [f"`{k}`" for k in ("version", "eval") if k not in row]:
+        return f"it has no {' or '.join(missing)}"
+    if not isinstance(row["version"], int):
+        return f"its `version` is {type(row['version']).__name__}, not an integer"
+    spec = row["eval"]
+    if not (isinstance(spec, dict) and isinstance(spec.get("task"), str) and isinstance(spec.get("model"), str)):
+        return "its `eval` does not name a task and a model"
+    return "it has neither `samples` nor `plan`"
 
 
 # --------------------------------------------------------------------------- scores
@@ -302,9 +313,19 @@ class _Sample(TypedDict, total=False):
     working_time: Any
 
 
-class _Samples(msgspec.Struct):
-    """A log's samples left unparsed: counted (:func:`_count`), each decoded when its log is read."""
+class _Names(msgspec.Struct):
+    """What :func:`detect` asks of a log's ``eval`` (its other fields skipped)."""
 
+    task: str
+    model: str
+
+
+class _Samples(msgspec.Struct):
+    """A log's samples left unparsed: counted (:func:`_count`), each decoded when its log is read; with what
+    :func:`detect` asks of the log, so a line counted here is one :func:`expand` reads as a log."""
+
+    version: int
+    eval: _Names
     samples: list[msgspec.Raw]
 
 
@@ -313,7 +334,8 @@ _samples = typed(_Samples)
 
 def _count(raw: bytes) -> tuple[int, None] | None:
     """The rollouts :func:`expand` finds in a log's JSONL line, without decoding it: its samples (a log
-    with none, or any the skip cannot vouch for, is left to the row layer, which says why)."""
+    with none, a line that is not an Inspect log, or any the skip cannot vouch for, is left to the row
+    layer, which says why)."""
     log = _samples(raw)
     return (len(log.samples), None) if log is not None and log.samples else None
 
