@@ -57,12 +57,22 @@ _MEDIA = ("image", "audio", "video", "document")
 
 def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
     """An Inspect log: ``version`` (an int), ``eval`` with ``task`` and ``model``, and ``samples`` or ``plan``."""
-    if not {"version", "eval"} <= cols or not cols & {"samples", "plan"}:
-        return False
-    first = first or {}
-    spec = first.get("eval")
-    return (isinstance(first.get("version"), int) and isinstance(spec, dict)
-            and isinstance(spec.get("task"), str) and isinstance(spec.get("model"), str))
+    return {"version", "eval"} <= cols and bool(cols & {"samples", "plan"}) and _not_a_log(first or {}) is None
+
+
+def _not_a_log(row: dict[str, Any]) -> str | None:
+    """Why ``row`` is not an Inspect log (:func:`detect`'s rule), None where it is; from the fields the typed
+    decode keeps too, so a row read either way is said the same."""
+    if missing := [f"`{k}`" for k in ("version", "eval") if k not in row]:
+        return f"it has no {' or '.join(missing)}"
+    if not isinstance(row["version"], int):
+        return f"its `version` is {type(row['version']).__name__}, not an integer"
+    spec = row["eval"]
+    if not (isinstance(spec, dict) and isinstance(spec.get("task"), str) and isinstance(spec.get("model"), str)):
+        return "its `eval` does not name a task and a model"
+    if "samples" not in row and "plan" not in row:
+        return "it has neither `samples` nor `plan`"
+    return None
 
 
 # --------------------------------------------------------------------------- log -> samples
@@ -70,8 +80,8 @@ def detect(cols: set[str], first: dict[str, Any] | None) -> bool:
 def expand(row: dict[str, Any]) -> list[Any]:
     """The log's samples, each with the eval header it needs under ``eval`` (a non-object sample
     becomes that rollout's error)."""
-    if not detect(set(row), row):  # (a folder's other JSON file, read as the folder's format: said, not misread)
-        raise RowReadError("", f"not an Inspect log: {_not_a_log(row)}")
+    if (why := _not_a_log(row)) is not None:  # (a folder's other JSON file, read as the folder's format: said)
+        raise RowReadError("", f"not an Inspect log: {why}")
     samples = row.get("samples")
     status = row.get("status")
     if not isinstance(samples, list) or not samples:
@@ -91,18 +101,6 @@ def expand(row: dict[str, Any]) -> list[Any]:
         else:
             out.append(RowReadError(f".samples[{k}]", f"not a sample object ({type(s).__name__})"))
     return out
-
-
-def _not_a_log(row: dict[str, Any]) -> str:
-    """Why :func:`detect` refuses ``row``, from the fields the typed decode keeps too (so both paths say the same)."""
-    if missing := [f"`{k}`" for k in ("version", "eval") if k not in row]:
-        return f"it has no {' or '.join(missing)}"
-    if not isinstance(row["version"], int):
-        return f"its `version` is {type(row['version']).__name__}, not an integer"
-    spec = row["eval"]
-    if not (isinstance(spec, dict) and isinstance(spec.get("task"), str) and isinstance(spec.get("model"), str)):
-        return "its `eval` does not name a task and a model"
-    return "it has neither `samples` nor `plan`"
 
 
 # --------------------------------------------------------------------------- scores

@@ -32,7 +32,6 @@ _decoder = json.JSONDecoder()
 # The whitespace JSON allows between tokens (RFC 8259 §2): the one definition every reader here uses
 WHITESPACE = " \t\r\n"
 WHITESPACE_BYTES = WHITESPACE.encode()
-_WS = WHITESPACE
 
 
 def nesting_exceeded(label: str, where: str, limits: Limits | None) -> BudgetExceeded:
@@ -181,7 +180,7 @@ def read_records(path: Path, label: str | None = None, max_mb: float | None = No
     if text is None:
         rf.parsed = False
         return rf
-    start = len(text) - len(text.lstrip(_WS))
+    start = len(text) - len(text.lstrip(WHITESPACE))
     if start == len(text):
         rf.problems.append(Problem(label, "", "file is empty", "warning"))
         rf._lines = []
@@ -275,7 +274,7 @@ def _salvage_array(text: str, start: int, rf: RecordFile, err: json.JSONDecodeEr
     lines: list[int | None] = []
     line, line_pos = 1 + text.count("\n", 0, pos), pos  # incremental line counting
     while True:
-        while pos < n and text[pos] in _WS:
+        while pos < n and text[pos] in WHITESPACE:
             pos += 1
         if pos >= n:
             msg = "truncated: the array is not closed"
@@ -297,7 +296,7 @@ def _salvage_array(text: str, start: int, rf: RecordFile, err: json.JSONDecodeEr
         rf.records.append(value)
         lines.append(line)
         pos = end
-        while pos < n and text[pos] in _WS:
+        while pos < n and text[pos] in WHITESPACE:
             pos += 1
         if pos < n and text[pos] == ",":
             pos += 1
@@ -322,7 +321,7 @@ def _array_lines(text: str | None) -> list[int | None]:
     if not text:
         return []
     rf = RecordFile("")
-    start = len(text) - len(text.lstrip(_WS))
+    start = len(text) - len(text.lstrip(WHITESPACE))
     if not text.startswith("[", start):
         return []
     _salvage_array(text, start, rf, json.JSONDecodeError("", text, 0))
